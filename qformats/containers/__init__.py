@@ -1,0 +1,1 @@
+"""Hardened readers for the files quantized weights come in (spec/containers.md)."""

@@ -1,0 +1,41 @@
+"""Findings: what a check reports when the input is legal but worth a word (DESIGN.md §4).
+
+Errors (:class:`qformats.errors.QFormatsError`) stop decoding; findings do not. Both carry a
+stable code from :data:`qformats.errors.CODES` and the clause it enforces.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from .errors import CODES, QFormatsError
+
+__all__ = ["Finding", "finding", "from_error"]
+
+Severity = Literal["error", "warning", "info"]
+
+
+class Finding(BaseModel):
+    """One validator finding, in the shape of the CLI's JSON output."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    code: str
+    severity: Severity
+    clause: str
+    tensor: str | None = None
+    message: str
+
+
+def finding(code: str, severity: Severity, message: str, *, tensor: str | None = None) -> Finding:
+    """A finding whose clause is the one registered for ``code``."""
+    if code not in CODES:
+        raise KeyError(f"unregistered qformats code {code!r}")
+    return Finding(code=code, severity=severity, clause=CODES[code][0], tensor=tensor, message=message)
+
+
+def from_error(err: QFormatsError) -> Finding:
+    """An error turned into an error-severity finding (the validator keeps going)."""
+    return Finding(code=err.code, severity="error", clause=err.clause, tensor=err.tensor, message=err.message)

@@ -1,0 +1,197 @@
+"""GPTQ v1/v2 models: the quantization config as found in the wild, and the tensor specs.
+
+Config (spec/gptq.md GPTQ-6): the dict under ``config.json["quantization_config"]`` or in
+``quantize_config.json``, as AutoGPTQ, GPTQModel, optimum/transformers and auto-round write it.
+Aliases are resolved before validation; keys the spec does not define are kept and reported
+as warnings, never a crash (GPTQ-6.4).
+
+Tensors (GPTQ-2), for ``K = in_features``, ``N = out_features``, ``G = ceil(K / group_size)``::
+
+    qweight  int32    (K * bits / 32, N)   codes of W^T, packed along K (QF-3)
+    qzeros   int32    (G, N * bits / 32)   zero fields, packed along N; v1: zero - 1, v2: zero
+    scales   float16  (G, N)
+    g_idx    int32    (K,)                 group of input row k
+    bias     float16  (N,)                 only if the Linear had one
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from ... import SPEC_VERSION
+from ...errors import fail
+from ...findings import Finding, finding
+from ...tensors import TensorSpec
+
+__all__ = [
+    "BITS",
+    "GPTQConfig",
+    "GPTQMeta",
+    "GPTQLayerSpec",
+    "Version",
+    "parse_config",
+    "tensor_specs",
+    "n_groups",
+    "SCHEMA_MODELS",
+]
+
+BITS = (2, 3, 4, 8)
+Version = Literal["v1", "v2"]
+
+# checkpoint_format values (GPTQ-6.3). Absent means v1: AutoGPTQ <= 0.7 wrote no such key.
+FORMAT_VERSIONS: dict[str | None, Version] = {None: "v1", "gptq": "v1", "gptq_v2": "v2"}
+OTHER_LAYOUTS = {
+    "marlin": "AutoGPTQ Marlin tile layout (tensors B, s; no qzeros or g_idx)",
+    "bitblas": "BitBLAS layout",
+    "gptq_p": "GPTQModel planar ('split-plane') layout",
+    "qqq": "QQQ layout",
+}
+# (alias found in the wild, canonical key), GPTQ-6.2. Sources: GPTQModel QUANT_CONFIG_ARG_SYNONYMS,
+# AutoGPTQ BaseQuantizeConfig.from_quant_config, transformers 5.x GPTQConfig.
+KEY_ALIASES = (("format", "checkpoint_format"), ("method", "quant_method"),
+               ("w_bit", "bits"), ("wbits", "bits"), ("q_group_size", "group_size"))
+
+
+class GPTQMeta(BaseModel):
+    """``meta`` as GPTQModel writes it: ``quantizer`` is "name:version" or a list of them."""
+
+    model_config = ConfigDict(frozen=True, extra="allow")
+
+    quantizer: tuple[str, ...] = ()
+    uri: str | None = None
+
+    @field_validator("quantizer", mode="before")
+    @classmethod
+    def _one_or_many(cls, value: Any) -> Any:
+        return (value,) if isinstance(value, str) else value
+
+
+class GPTQConfig(BaseModel):
+    """A GPTQ quantization config after alias resolution (GPTQ-6.1).
+
+    ``version`` is derived from ``checkpoint_format``; unknown keys land in ``model_extra``.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="allow")
+    spec_version: ClassVar[str] = SPEC_VERSION
+
+    bits: Literal[2, 3, 4, 8]
+    group_size: int = Field(-1, description="-1 (one group of K rows) or > 0")
+    desc_act: bool = False
+    sym: bool = True
+    static_groups: bool = False
+    true_sequential: bool = True
+    damp_percent: float | None = Field(None, gt=0, lt=1)
+    checkpoint_format: str | None = None
+    quant_method: Literal["gptq"] = "gptq"
+    lm_head: bool = False
+    pack_dtype: Literal["int32"] = "int32"
+    dynamic: dict[str, dict[str, Any]] | None = None
+    meta: GPTQMeta | None = None
+    model_name_or_path: str | None = None
+    model_file_base_name: str | None = None
+    modules_in_block_to_quantize: list[list[str]] | list[str] | None = None
+
+    @field_validator("group_size")
+    @classmethod
+    def _group_size(cls, value: int) -> int:
+        if value != -1 and value <= 0:
+            raise ValueError("must be -1 or > 0")
+        return value
+
+    @property
+    def version(self) -> Version:
+        return FORMAT_VERSIONS[self.checkpoint_format]
+
+
+class GPTQLayerSpec(BaseModel):
+    """The dimensions that fix every tensor shape of one GPTQ layer (GPTQ-2.2)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    spec_version: ClassVar[str] = SPEC_VERSION
+
+    in_features: int = Field(gt=0)
+    out_features: int = Field(gt=0)
+    bits: Literal[2, 3, 4, 8]
+    group_size: int
+    version: Version = "v1"
+    bias: bool = False
+
+
+def _resolve_aliases(raw: Mapping[str, Any]) -> tuple[dict[str, Any], list[Finding]]:
+    data = dict(raw)
+    notes: list[Finding] = []
+    for alias, key in KEY_ALIASES:
+        if alias not in data:
+            continue
+        value = data.pop(alias)
+        if key in data and data[key] != value:
+            raise fail("gptq.config.invalid", alias, f"equal to '{key}' when both are present ({data[key]!r})", value)
+        data.setdefault(key, value)
+    if "zero_point" in data:  # GPTQModel synonym: zero_point=True means asymmetric
+        data.setdefault("sym", not data.pop("zero_point"))
+    if data.get("is_marlin_format"):
+        raise fail("gptq.config.other_layout", "is_marlin_format", "absent or false (a GPTQ v1/v2 layout)", True)
+    data.pop("is_marlin_format", None)
+    return data, notes
+
+
+def parse_config(raw: Mapping[str, Any], *, source: str | None = None) -> tuple[GPTQConfig, list[Finding]]:
+    """Validate a GPTQ quantization config; return it with warning findings for unknown keys.
+
+    Raises ``gptq.config.other_layout`` for Marlin/BitBLAS/gptq_p checkpoints (GPTQ-6.3) and
+    ``gptq.config.invalid`` for values outside their domain (GPTQ-6.1).
+    """
+    data, findings = _resolve_aliases(raw)
+    fmt = data.get("checkpoint_format")
+    if fmt in OTHER_LAYOUTS:
+        raise fail("gptq.config.other_layout", "checkpoint_format",
+                   "absent, 'gptq' or 'gptq_v2' (this is the " + OTHER_LAYOUTS[fmt] + ")", fmt)
+    if fmt not in FORMAT_VERSIONS:
+        raise fail("gptq.config.invalid", "checkpoint_format", "absent, 'gptq' or 'gptq_v2'", fmt)
+    try:
+        config = GPTQConfig.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        field = ".".join(str(p) for p in err["loc"]) or "config"
+        raise fail("gptq.config.invalid", field, err["msg"].lower(), err.get("input")) from None
+    for key in sorted(config.model_extra or {}):
+        where = f" in {source}" if source else ""
+        findings.append(finding("gptq.config.unknown_key", "warning",
+                                f"config key '{key}'{where} is not defined by the spec; kept, not interpreted",
+                                tensor=None))
+    return config, findings
+
+
+def n_groups(in_features: int, group_size: int) -> int:
+    """G = ceil(K / group_size); group_size -1 means one group (GPTQ-5.5)."""
+    if group_size == -1:
+        return 1
+    if group_size <= 0:
+        raise fail("argument.invalid", "group_size", "-1 or > 0", group_size)
+    return -(-in_features // group_size)
+
+
+def tensor_specs(in_features: int, out_features: int, bits: int, group_size: int,
+                 *, bias: bool = False) -> dict[str, TensorSpec]:
+    """Name, dtype and shape of each tensor of one layer (GPTQ-2.1, GPTQ-2.2)."""
+    if bits not in BITS:
+        raise fail("bits.unsupported", "bits", "one of 2, 3, 4, 8", bits)
+    for name, n in (("in_features", in_features), ("out_features", out_features)):
+        if n <= 0 or (n * bits) % 32:
+            raise fail("bits.length", name, f"positive with {name} * bits a multiple of 32 (GPTQ-2.4)", n)
+    groups = n_groups(in_features, group_size)
+    specs = [
+        TensorSpec(name="qweight", dtype="int32", shape=(in_features * bits // 32, out_features)),
+        TensorSpec(name="qzeros", dtype="int32", shape=(groups, out_features * bits // 32)),
+        TensorSpec(name="scales", dtype="float16", shape=(groups, out_features)),
+        TensorSpec(name="g_idx", dtype="int32", shape=(in_features,), required=False),
+        TensorSpec(name="bias", dtype="float16", shape=(out_features,), required=bias),
+    ]
+    return {spec.name: spec for spec in specs}
+
+
+SCHEMA_MODELS = (GPTQConfig, GPTQMeta, GPTQLayerSpec)
