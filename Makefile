@@ -21,7 +21,8 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -q
 
 bench: $(STAMP)
-	$(BIN)/python benchmarks/gptq.py
+	$(BIN)/python -m pip install -q -e '.[test,bench]'
+	for script in benchmarks/*.py; do $(BIN)/python $$script || exit 1; done
 
 clean:
 	rm -rf $(VENV) build *.egg-info

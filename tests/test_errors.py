@@ -1,0 +1,38 @@
+"""The error type and its closed catalogue of codes (spec/README.md, QF-2)."""
+
+import re
+
+import pytest
+
+from qformats.errors import CODES, QFormatsError, fail
+
+
+def test_message_reads_must_be_got():
+    """Messages read "'scales' must be finite float16 (got NaN at [3, 17])"."""
+    err = fail("tensor.nonfinite", "scales", "finite float16", "NaN at [3, 17]")
+    assert err.message == "'scales' must be finite float16 (got NaN at [3, 17])"
+    assert (err.code, err.clause, err.tensor, err.constraint, err.actual) == (
+        "tensor.nonfinite", "QF-2.4", "scales", "finite float16", "NaN at [3, 17]")
+
+
+def test_error_is_a_value_error_and_names_code_and_clause():
+    """QFormatsError subclasses ValueError so callers may catch it as one; str() names code and clause."""
+    err = fail("tensor.dtype", "qweight", "int32", "int64")
+    assert isinstance(err, ValueError)
+    assert str(err) == "'qweight' must be int32 (got int64) [tensor.dtype, QF-2.2]"
+    assert str(err.with_file("model.safetensors")).startswith("model.safetensors: 'qweight'")
+
+
+def test_unregistered_code_is_a_programming_error():
+    """The catalogue is closed: an unknown code cannot be raised."""
+    with pytest.raises(KeyError):
+        QFormatsError("no.such.code", "message")
+
+
+@pytest.mark.parametrize("code", sorted(CODES))
+def test_codes_are_stable_dotted_names_with_a_clause(code):
+    """Codes are `<area>.<what>` in lower case; each names its clause `<CHAPTER>-<section>.<rule>`."""
+    clause, meaning = CODES[code]
+    assert re.fullmatch(r"[a-z0-9_]+(\.[a-z0-9_]+)+", code)
+    assert re.fullmatch(r"(QF|GPTQ|Q4K|SPQR|GGUF|ST|CKPT)-\d+(\.\d+)*", clause)
+    assert meaning
