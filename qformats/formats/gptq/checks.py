@@ -64,10 +64,25 @@ def layer_dims(layer: Any, bits: int, group_size: int | None = None) -> LayerDim
         raise fail("tensor.shape", "qweight", f"(K * {bits} / 32, N) for an integer K", tuple(qweight.shape))
     g = qzeros.shape[0]
     if group_size is None:
-        group_size = -1 if g == 1 else -(-k // g)
+        group_size = _infer_group_size(_tensor(layer, "g_idx"), k, g)
     if n_groups(k, group_size) != g:
         raise fail("tensor.shape", "qzeros", f"{n_groups(k, group_size)} rows (ceil(K={k} / group_size={group_size}))", g)
     return LayerDims(k, qweight.shape[1], g, group_size)
+
+
+def _infer_group_size(g_idx: Any, k: int, groups: int) -> int:
+    """Every group but the last is full (GPTQ-5.2), so the largest group is the group size.
+
+    Without g_idx, ``ceil(K / G)``; that is ambiguous only for a short last group, which a
+    caller resolves by passing ``group_size``.
+    """
+    if groups == 1:
+        return -1
+    if g_idx is not None:
+        gi = check_tensor("g_idx", g_idx, ("int32", "int64"), (k,))
+        check_g_idx_range(gi, groups)
+        return int(np.bincount(gi, minlength=groups).max())
+    return -(-k // groups)
 
 
 def _require(layer: Any, name: str) -> Any:

@@ -140,25 +140,15 @@ def dequantize(layer: Any, *, bits: int, version: str, reader: str = SPEC_READER
     codes = bitpack.unpack(t["qweight"], bits, axis=0)
     g_idx = t["g_idx"].astype(np.intp)
     if reader == SPEC_READER:
+        checks.check_g_idx(t["g_idx"], dims.n_groups, dims.group_size)
         zeros = zeros_from_fields(bitpack.unpack(t["qzeros"], bits, axis=1), bits, version)
     else:
         from .quirks import get_reader
 
         emulated = get_reader(reader)
         zeros = emulated.effective_zeros(t["qzeros"], bits, dims.out_features, version)
-        if emulated.ignores_g_idx:
-            g_idx = _row_groups_ignoring_g_idx(dims)
+        g_idx = emulated.groups(g_idx, dims.in_features, dims.group_size).astype(np.intp)
     return _decode(codes, zeros, t["scales"], g_idx)
-
-
-def _row_groups_ignoring_g_idx(dims: checks.LayerDims) -> np.ndarray:
-    """AutoGPTQ cuda_old's ``k // group_size``; it raises when K is not a multiple (notes §9)."""
-    size = dims.in_features if dims.group_size == -1 else dims.group_size
-    if dims.in_features % size:
-        raise fail("gptq.quirk.unsupported", "g_idx",
-                   f"rows in whole groups for a reader that assumes k // group_size (K={dims.in_features})",
-                   f"group_size {size}")
-    return np.arange(dims.in_features) // size
 
 
 def _decode(codes: np.ndarray, zeros: np.ndarray, scales: np.ndarray, g_idx: np.ndarray) -> np.ndarray:
@@ -180,6 +170,7 @@ def convert(layer: Any, *, bits: int, to: str = "v2", group_size: int | None = N
     target = _check_version(to)
     source: Version = "v1" if target == "v2" else "v2"
     dims, t = checks.checked_tensors(layer, bits, group_size)
+    checks.check_g_idx(t["g_idx"], dims.n_groups, dims.group_size)
     zeros = zeros_from_fields(bitpack.unpack(t["qzeros"], bits, axis=1), bits, source)
     if target == "v1" and (zeros == 0).any():
         count = int((zeros == 0).sum())

@@ -110,11 +110,9 @@ def write_autogptq(zeros, bits: int) -> np.ndarray:
     z = _zeros(zeros, b)
     v = ((z - 1) & MASK32).astype(np.uint32)  # 0 -> 0xFFFFFFFF, else z - 1
     g, n = v.shape
-    blocks = v.reshape(g, n // 32, 32) if n % 32 == 0 else None
-    if blocks is None:  # 2/4/8 bits with N a multiple of 32 / b only: pad to whole blocks
-        pad = np.zeros((g, -(-n // 32) * 32), np.uint32)
-        pad[:, :n] = v
-        blocks = pad.reshape(g, -1, 32)
+    blocks = np.zeros((g, -(-n // 32) * 32), np.uint32)  # whole 32-field groups; the tail is cut below
+    blocks[:, :n] = v
+    blocks = blocks.reshape(g, -1, 32)
     words = np.zeros(blocks.shape[:2] + (b,), np.uint32)
     for k, (w, s) in enumerate(field_positions(b)):
         words[:, :, w] |= blocks[:, :, k] << np.uint32(s)
@@ -208,7 +206,7 @@ def _rule_gptqmodel_legacy_v1(q, b, n):
     if b != 3:
         return _rule_gptqmodel_v1(q, b, n)
     words = _as_int32(q)
-    return _fields(_word_add(words, _legacy_offsets(words.shape[-1] if words.ndim == 2 else 0, +1)), b, n)
+    return _fields(_word_add(words, _legacy_offsets(words.shape[1], +1)), b, n)
 
 
 def _as_int32(qzeros) -> np.ndarray:
@@ -237,7 +235,8 @@ class Reader:
     versions: frozenset[str]
     ignores_g_idx: bool = False
     fixed_zero: bool = False
-    rules: Mapping[str, Callable[[np.ndarray, int, int], np.ndarray]] = field(default_factory=dict, repr=False)
+    rules: Mapping[str, Callable[[np.ndarray, int, int], np.ndarray]] = field(
+        default_factory=dict, repr=False, compare=False, hash=False)
 
     def supports(self, bits: int, version: str) -> bool:
         return int(bits) in self.bits and version in self.versions
@@ -262,9 +261,8 @@ class Reader:
         mislabelled checkpoint.
         """
         b = self._check(bits, version)
-        if self.fixed_zero:
-            g = _as_int32(qzeros).shape[0]
-            return np.full((g, int(n)), 1 << (b - 1), np.int64)
+        if self.fixed_zero:  # the words are loaded (shape-checked) but never read
+            return np.full(_fields(qzeros, b, int(n)).shape, 1 << (b - 1), np.int64)
         return self.rules[version](qzeros, b, int(n))
 
     def groups(self, g_idx, k: int, group_size: int | None) -> np.ndarray:
@@ -302,11 +300,13 @@ READERS: Mapping[str, Reader] = MappingProxyType({r.name: r for r in (
             "torch_zp); (f & maxq) + 1, no wrap",
             (2, 3, 4, 8), {"v1": _rule_plus_one}),
     _reader("autogptq_cuda_kernel",
-            "AutoGPTQ CUDA extension autogptq_cuda_kernel_256.cu; ((f & mask) + 1) & 0x0f at every width "
+            "AutoGPTQ 0.7.1 / 9f7d37072917 CUDA extension autogptq_cuda_kernel_256.cu (and _64); "
+            "((f & mask) + 1) & 0x0f at every width "
             "(8-bit bug: stored 127 reads as 0)",
             (2, 3, 4, 8), {"v1": _rule_cuda_kernel}),
     _reader("exllama",
-            "AutoGPTQ exllama/exllamav2 extensions q4_matmul.cu, q_gemm_kernel_gptq.cuh; (f + 1) & 0x0f",
+            "AutoGPTQ 0.7.1 / 9f7d37072917 exllama and exllamav2 extensions (q4_matmul.cu, "
+            "q_gemm_kernel_gptq.cuh); (f + 1) & 0x0f",
             (4,), {"v1": _rule_wrap}),
     _reader("vllm_gptq_gemm",
             "vLLM >= 0.12 csrc/quantization/gptq/q_gemm.cu gptq_gemm; f + zero_offset "
