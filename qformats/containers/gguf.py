@@ -1,0 +1,515 @@
+"""Hardened GGUF v2/v3 reader (spec/containers.md, clauses GGUF-1 to GGUF-6).
+
+Why our own reader: gguf-py's ``GGUFReader`` (PyPI ``gguf`` 0.19.0) trusts length fields -- a
+43-byte crafted file whose array claims 2^63 elements hangs it while memory grows (llama.cpp PR
+#27188) -- raises bare ``ValueError``/``KeyError``/``IndexError``/``RecursionError`` on other
+malformed files, and accepts overlapping offsets, zero dimensions and BOOL values of 2. A validator
+must treat every file as hostile, so this module checks every count, length, dimension and offset
+against the file size and fixed limits *before* anything is allocated or read, uses Python integers
+for all size arithmetic (no wrap-around), never unpickles, maps the file read-only and never writes
+to it. Work and memory are O(file size).
+
+API::
+
+    with read_gguf("model.gguf") as f:          # -> GGUFFile; raises QFormatsError (gguf.*)
+        f.version, f.alignment, f.data_offset   # header facts
+        f.metadata["general.architecture"]      # read-only mapping: int, float, bool, str,
+                                                #   list[str], or a read-only NumPy array
+        f.metadata_types["general.alignment"]   # "UINT32", "ARRAY[STRING]", ...
+        info = f.tensor("blk.0.attn_q.weight")  # GGUFTensorInfo (frozen pydantic model)
+        raw = f.tensor_bytes(info.name)         # uint8 (n_bytes,), memory-mapped, read-only
+        rows = f.tensor_rows(info.name)         # uint8 (rows, row_bytes): q4_k.dequantize input
+        w = f.tensor_array("token_embd.weight") # F32/F16/BF16/F64/I8..I64 as NumPy, C order
+
+Malformed input is fatal: the reader raises on the first structural error, with a ``gguf.*`` code,
+the file name, the field or tensor, the constraint and the actual value. With ``check_data=True``
+(default) q4_K payloads are also checked for non-finite ``d``/``dmin`` (code ``q4k.d.nonfinite``,
+via :func:`qformats.formats.q4_k.checks.check_blocks`).
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import struct
+from collections.abc import Iterator
+from enum import IntEnum
+from types import MappingProxyType
+from typing import Any, ClassVar
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict
+
+from ..errors import QFormatsError, fail
+from .ggml_types import GGML_REMOVED_TYPE_IDS, GGML_TYPES, GGMLType
+
+__all__ = [
+    "GGUF_MAGIC", "SUPPORTED_VERSIONS", "DEFAULT_ALIGNMENT", "MAX_ALIGNMENT", "MAX_STRING_LENGTH",
+    "MAX_ARRAY_ELEMENTS", "MAX_TENSORS", "MAX_KV", "GGML_MAX_DIMS", "GGML_MAX_NAME",
+    "ValueType", "GGUFTensorInfo", "GGUFHeader", "GGUFFile", "read_gguf", "read_gguf_bytes",
+    "SCHEMA_MODELS",
+]
+
+GGUF_SPEC_VERSION = "0.1"
+GGUF_MAGIC = b"GGUF"
+SUPPORTED_VERSIONS = (2, 3)          # ggml gguf.cpp: 1 is obsolete (u32 counts), > 3 unknown
+DEFAULT_ALIGNMENT = 32               # GGUF_DEFAULT_ALIGNMENT
+MAX_ALIGNMENT = 1 << 24              # ours: ggml accepts any power of two; 2^31 broke 32-bit GGML_PAD
+MAX_STRING_LENGTH = 1 << 30          # GGUF_MAX_STRING_LENGTH (1 GiB)
+MAX_ARRAY_ELEMENTS = 1 << 30         # GGUF_MAX_ARRAY_ELEMENTS (1 Gi)
+MAX_TENSORS = 1 << 24                # ours: ggml's bound is SIZE_MAX / sizeof(gguf_tensor_info)
+MAX_KV = 1 << 24                     # ours, likewise
+GGML_MAX_DIMS = 4
+GGML_MAX_NAME = 64                   # ggml: strlen(name) < GGML_MAX_NAME, so at most 63 bytes
+INT64_MAX = (1 << 63) - 1            # ggml keeps ne and byte sizes in int64_t / size_t
+
+# Smallest possible encodings, used to refuse counts the remaining bytes cannot hold.
+_MIN_KV_BYTES = 8 + 1 + 4 + 1        # key length, >= 1 key byte, value type, >= 1 value byte
+_MIN_TENSOR_INFO_BYTES = 8 + 1 + 4 + 4 + 8   # name length, >= 1 name byte, n_dims, type, offset
+
+
+class ValueType(IntEnum):
+    """GGUF metadata value types (``enum gguf_type``); BOOL is one byte, STRING is u64 len + bytes."""
+
+    UINT8 = 0
+    INT8 = 1
+    UINT16 = 2
+    INT16 = 3
+    UINT32 = 4
+    INT32 = 5
+    FLOAT32 = 6
+    BOOL = 7
+    STRING = 8
+    ARRAY = 9
+    UINT64 = 10
+    INT64 = 11
+    FLOAT64 = 12
+
+
+_SCALAR_DTYPES: dict[ValueType, np.dtype] = {
+    ValueType.UINT8: np.dtype("u1"), ValueType.INT8: np.dtype("i1"),
+    ValueType.UINT16: np.dtype("<u2"), ValueType.INT16: np.dtype("<i2"),
+    ValueType.UINT32: np.dtype("<u4"), ValueType.INT32: np.dtype("<i4"),
+    ValueType.FLOAT32: np.dtype("<f4"), ValueType.BOOL: np.dtype("u1"),
+    ValueType.UINT64: np.dtype("<u8"), ValueType.INT64: np.dtype("<i8"),
+    ValueType.FLOAT64: np.dtype("<f8"),
+}
+
+# struct formats with standard sizes (numpy's dtype.char "L" is 8 bytes, struct's "<L" is 4).
+_SCALAR_FORMATS: dict[ValueType, str] = {
+    ValueType.UINT8: "<B", ValueType.INT8: "<b", ValueType.UINT16: "<H", ValueType.INT16: "<h",
+    ValueType.UINT32: "<I", ValueType.INT32: "<i", ValueType.FLOAT32: "<f", ValueType.BOOL: "<B",
+    ValueType.UINT64: "<Q", ValueType.INT64: "<q", ValueType.FLOAT64: "<d",
+}
+
+_PLAIN_TENSOR_DTYPES: dict[str, np.dtype] = {
+    "F32": np.dtype("<f4"), "F16": np.dtype("<f2"), "F64": np.dtype("<f8"), "I8": np.dtype("i1"),
+    "I16": np.dtype("<i2"), "I32": np.dtype("<i4"), "I64": np.dtype("<i8"),
+}
+
+
+def _pad(x: int, n: int) -> int:
+    return (x + n - 1) // n * n
+
+
+class GGUFTensorInfo(BaseModel):
+    """One tensor-info record, validated: name, shape in ggml ``ne`` order, type, data placement.
+
+    ``dims`` is innermost first (``ne[0]`` is the contiguous row length); the NumPy shape is
+    ``dims[::-1]``. ``offset`` is relative to ``GGUFFile.data_offset``.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    spec_version: ClassVar[str] = GGUF_SPEC_VERSION
+
+    name: str
+    n_dims: int
+    dims: tuple[int, ...]
+    ggml_type: int
+    type_name: str
+    offset: int
+    n_bytes: int
+
+    @property
+    def n_elements(self) -> int:
+        n = 1
+        for d in self.dims:
+            n *= d
+        return n
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """NumPy (row-major) shape: ``ne`` reversed."""
+        return tuple(reversed(self.dims))
+
+
+class GGUFHeader(BaseModel):
+    """File-level facts of a validated GGUF file (everything but metadata values and tensor data)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    spec_version: ClassVar[str] = GGUF_SPEC_VERSION
+
+    version: int
+    tensor_count: int
+    kv_count: int
+    alignment: int
+    data_offset: int
+    file_size: int
+    metadata_types: dict[str, str]
+
+
+SCHEMA_MODELS = (GGUFHeader, GGUFTensorInfo)
+
+
+class _Cursor:
+    """Bounds-checked little-endian reads over the mapped file; every overrun is ``gguf.truncated``."""
+
+    def __init__(self, buf: Any, size: int, file: str) -> None:
+        self.buf = buf
+        self.size = size
+        self.pos = 0
+        self.file = file
+
+    def error(self, code: str, subject: str | None, constraint: str, actual: Any,
+              clause: str | None = None) -> QFormatsError:
+        return fail(code, subject, constraint, actual, clause=clause).with_file(self.file)
+
+    def need(self, n: int, what: str, clause: str | None = None) -> None:
+        if n > self.size - self.pos:
+            raise self.error("gguf.truncated", what, f"complete: {n} bytes at offset {self.pos}",
+                             f"{self.size - self.pos} bytes before end of file", clause)
+
+    def scalar(self, fmt: str, n: int, what: str) -> Any:
+        self.need(n, what)
+        (value,) = struct.unpack_from(fmt, self.buf, self.pos)
+        self.pos += n
+        return value
+
+    def u32(self, what: str) -> int:
+        return self.scalar("<I", 4, what)
+
+    def u64(self, what: str) -> int:
+        return self.scalar("<Q", 8, what)
+
+    def raw(self, n: int, what: str) -> bytes:
+        self.need(n, what)
+        out = bytes(self.buf[self.pos:self.pos + n])
+        self.pos += n
+        return out
+
+    def string(self, what: str, *, max_len: int = MAX_STRING_LENGTH, min_len: int = 0,
+               code: str = "gguf.string.length") -> str:
+        length = self.u64(f"{what} length")
+        if not min_len <= length <= max_len:
+            raise self.error(code, what, f"a string of {min_len}..{max_len} bytes", length)
+        data = self.raw(length, what)
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise self.error("gguf.string.utf8", what, "valid UTF-8",
+                             f"invalid byte at {exc.start} of {length}") from None
+
+
+def _read_value(cur: _Cursor, vtype: int, what: str) -> tuple[Any, str]:
+    """One metadata value of type ``vtype`` and its type label ("UINT32", "ARRAY[STRING]")."""
+    if vtype == ValueType.STRING:
+        return cur.string(what), "STRING"
+    if vtype == ValueType.ARRAY:
+        return _read_array(cur, what)
+    fmt = _SCALAR_FORMATS[ValueType(vtype)]
+    value = cur.scalar(fmt, struct.calcsize(fmt), what)
+    if vtype == ValueType.BOOL:
+        if value not in (0, 1):
+            raise cur.error("gguf.bool", what, "a BOOL of 0 or 1", value)
+        value = bool(value)
+    return value, ValueType(vtype).name
+
+
+def _read_array(cur: _Cursor, what: str) -> tuple[Any, str]:
+    etype = cur.u32(f"{what} element type")
+    if etype == ValueType.ARRAY:
+        raise cur.error("gguf.array.nested", what, "an array of scalars or strings", "ARRAY of ARRAY")
+    if etype > ValueType.FLOAT64:
+        raise cur.error("gguf.value_type", f"{what} element type", "a value type in 0..12", etype)
+    count = cur.u64(f"{what} element count")
+    if count > MAX_ARRAY_ELEMENTS:
+        raise cur.error("gguf.array.length", what, f"at most {MAX_ARRAY_ELEMENTS} elements", count)
+    label = f"ARRAY[{ValueType(etype).name}]"
+    if etype == ValueType.STRING:
+        cur.need(count * 8, f"{what} ({count} strings)")  # each string takes >= 8 bytes
+        return [cur.string(f"{what}[{i}]") for i in range(count)], label
+    dt = _SCALAR_DTYPES[ValueType(etype)]
+    cur.need(count * dt.itemsize, f"{what} ({count} x {ValueType(etype).name})")
+    arr = np.frombuffer(cur.buf, dtype=dt, count=count, offset=cur.pos).copy()
+    cur.pos += count * dt.itemsize
+    if etype == ValueType.BOOL:
+        bad = np.flatnonzero(arr > 1)
+        if bad.size:
+            raise cur.error("gguf.bool", f"{what}[{int(bad[0])}]", "a BOOL of 0 or 1", int(arr[bad[0]]))
+        arr = arr.astype(np.bool_)
+    arr.flags.writeable = False
+    return arr, label
+
+
+def _check_alignment(cur: _Cursor, label: str, value: Any) -> int:
+    if label != "UINT32":
+        raise cur.error("gguf.alignment", "general.alignment", "of type UINT32", label)
+    if value == 0 or value & (value - 1) or value > MAX_ALIGNMENT:
+        raise cur.error("gguf.alignment", "general.alignment",
+                        f"a power of two in 1..{MAX_ALIGNMENT}", value)
+    return value
+
+
+def _read_kvs(cur: _Cursor, kv_count: int) -> tuple[dict[str, Any], dict[str, str], int]:
+    metadata: dict[str, Any] = {}
+    types: dict[str, str] = {}
+    alignment = DEFAULT_ALIGNMENT
+    for i in range(kv_count):
+        key = cur.string(f"kv[{i}].key")
+        if not key:
+            raise cur.error("gguf.key.empty", f"kv[{i}].key", "a non-empty key", "''")
+        if key in metadata:
+            raise cur.error("gguf.key.duplicate", key, "a key that occurs once", "a second occurrence")
+        vtype = cur.u32(f"{key} value type")
+        if vtype > ValueType.FLOAT64:
+            raise cur.error("gguf.value_type", key, "a value type in 0..12", vtype)
+        metadata[key], types[key] = _read_value(cur, vtype, key)
+        if key == "general.alignment":
+            alignment = _check_alignment(cur, types[key], metadata[key])
+    return metadata, types, alignment
+
+
+def _read_tensor_info(cur: _Cursor, i: int, alignment: int, expected_offset: int,
+                      seen: set[str]) -> GGUFTensorInfo:
+    name = cur.string(f"tensor[{i}].name", min_len=1, max_len=GGML_MAX_NAME - 1,
+                      code="gguf.tensor.name_length")
+    if name in seen:
+        raise cur.error("gguf.tensor.duplicate", name, "a tensor name that occurs once", "a second occurrence")
+    n_dims = cur.u32(f"{name} n_dims")
+    if n_dims > GGML_MAX_DIMS:
+        raise cur.error("gguf.tensor.n_dims", name, f"of rank n_dims <= {GGML_MAX_DIMS}", n_dims)
+    dims = tuple(cur.u64(f"{name} ne[{j}]") for j in range(n_dims))
+    n_elements = 1
+    for j, ne in enumerate(dims):
+        if not 1 <= ne <= INT64_MAX:
+            raise cur.error("gguf.tensor.dims", name, f"ne[{j}] in 1..2^63-1", ne)
+        n_elements *= ne
+    if n_elements > INT64_MAX:
+        raise cur.error("gguf.tensor.dims", name, "a product of ne below 2^63", n_elements)
+    type_id = cur.u32(f"{name} type")
+    gtype = GGML_TYPES.get(type_id)
+    if gtype is None:
+        why = "removed" if type_id in GGML_REMOVED_TYPE_IDS else "unknown"
+        raise cur.error("gguf.tensor.type", name, "a ggml type id of the type table", f"{type_id} ({why})")
+    ne0 = dims[0] if dims else 1
+    if ne0 % gtype.block_size:
+        raise cur.error("gguf.tensor.shape_block", name,
+                        f"ne[0] a multiple of the {gtype.name} block size {gtype.block_size}", ne0)
+    n_bytes = gtype.row_bytes(ne0) * (n_elements // ne0)
+    if n_bytes > INT64_MAX:
+        raise cur.error("gguf.tensor.nbytes", name, "a byte size below 2^63", n_bytes)
+    offset = cur.u64(f"{name} offset")
+    if offset % alignment:
+        raise cur.error("gguf.tensor.misaligned", name, f"an offset that is a multiple of {alignment}", offset)
+    if offset < expected_offset:
+        raise cur.error("gguf.tensor.overlap", name,
+                        f"at offset {expected_offset}, after the previous tensor's padded bytes", offset)
+    if offset > expected_offset:
+        raise cur.error("gguf.tensor.offset", name,
+                        f"at offset {expected_offset}, contiguous with the previous tensor", offset)
+    return GGUFTensorInfo(name=name, n_dims=n_dims, dims=dims, ggml_type=type_id,
+                          type_name=gtype.name, offset=offset, n_bytes=n_bytes)
+
+
+def _parse(buf: Any, size: int, file: str) -> tuple[GGUFHeader, dict[str, Any], list[GGUFTensorInfo]]:
+    cur = _Cursor(buf, size, file)
+    magic = cur.raw(4, "magic")
+    if magic != GGUF_MAGIC:
+        raise cur.error("gguf.magic", "magic", "b'GGUF' (47 47 55 46)", magic)
+    version = cur.u32("version")
+    if version not in SUPPORTED_VERSIONS:
+        actual = f"{version} (0x{version:08x}, byte-swapped?)" if version and not version & 0xFFFF else version
+        raise cur.error("gguf.version", "version", "2 or 3", actual)
+    tensor_count = cur.u64("tensor_count")
+    if tensor_count > MAX_TENSORS:
+        raise cur.error("gguf.count.too_large", "tensor_count", f"at most {MAX_TENSORS}", tensor_count)
+    kv_count = cur.u64("metadata_kv_count")
+    if kv_count > MAX_KV:
+        raise cur.error("gguf.count.too_large", "metadata_kv_count", f"at most {MAX_KV}", kv_count)
+    cur.need(kv_count * _MIN_KV_BYTES, f"{kv_count} metadata entries", "GGUF-1.5")
+    metadata, types, alignment = _read_kvs(cur, kv_count)
+    cur.need(tensor_count * _MIN_TENSOR_INFO_BYTES, f"{tensor_count} tensor infos", "GGUF-1.5")
+    tensors: list[GGUFTensorInfo] = []
+    seen: set[str] = set()
+    expected = 0
+    for i in range(tensor_count):
+        info = _read_tensor_info(cur, i, alignment, expected, seen)
+        seen.add(info.name)
+        tensors.append(info)
+        expected = info.offset + _pad(info.n_bytes, alignment)
+    data_offset = _pad(cur.pos, alignment) if tensors else cur.pos
+    _check_data_bounds(cur, tensors, data_offset, expected, alignment)
+    header = GGUFHeader(version=version, tensor_count=tensor_count, kv_count=kv_count,
+                        alignment=alignment, data_offset=data_offset, file_size=size,
+                        metadata_types=types)
+    return header, metadata, tensors
+
+
+def _check_data_bounds(cur: _Cursor, tensors: list[GGUFTensorInfo], data_offset: int,
+                       padded_end: int, alignment: int) -> None:
+    if tensors and data_offset > cur.size:
+        raise cur.error("gguf.truncated", "tensor data", f"a data section starting at offset {data_offset}",
+                        f"end of file at {cur.size}", "GGUF-5.1")
+    for t in tensors:
+        end = data_offset + t.offset + t.n_bytes
+        if end > cur.size:
+            raise cur.error("gguf.data.past_end", t.name, f"stored within the file (its data ends at {end})",
+                            f"file size {cur.size}")
+    limit = data_offset + padded_end if tensors else _pad(cur.pos, alignment)
+    if cur.size > limit:
+        raise cur.error("gguf.data.trailing", "file", f"ending at offset {limit}, the last tensor's padded end",
+                        f"{cur.size - limit} trailing bytes")
+
+
+class GGUFFile:
+    """A validated GGUF file: header facts, metadata, tensor infos, memory-mapped tensor data.
+
+    Immutable; close it (or use ``with``) to release the mapping. Arrays handed out stay valid
+    after ``close()``: the mapping is then released when the last of them is dropped.
+    """
+
+    def __init__(self, file: str, header: GGUFHeader, metadata: dict[str, Any],
+                 tensors: list[GGUFTensorInfo], data: np.ndarray, mm: mmap.mmap | None) -> None:
+        self._file = file
+        self._header = header
+        self._metadata = MappingProxyType(metadata)
+        self._tensors = tuple(tensors)
+        self._by_name = {t.name: t for t in tensors}
+        self._data: np.ndarray | None = data
+        self._mm = mm
+
+    # -- header facts ------------------------------------------------------------------------
+    file = property(lambda self: self._file)
+    header = property(lambda self: self._header)
+    version = property(lambda self: self._header.version)
+    alignment = property(lambda self: self._header.alignment)
+    data_offset = property(lambda self: self._header.data_offset)
+    metadata = property(lambda self: self._metadata)
+    metadata_types = property(lambda self: MappingProxyType(self._header.metadata_types))
+    tensors = property(lambda self: self._tensors)
+
+    def tensor(self, name: str) -> GGUFTensorInfo:
+        try:
+            return self._by_name[name]
+        except KeyError:
+            raise fail("tensor.missing", name, "a tensor of this file", "absent").with_file(self._file) from None
+
+    # -- tensor data -------------------------------------------------------------------------
+    def tensor_bytes(self, name: str) -> np.ndarray:
+        """The tensor's bytes as a read-only uint8 view of the mapping, shape ``(n_bytes,)``."""
+        info = self.tensor(name)
+        if self._data is None:
+            raise ValueError(f"GGUF file {self._file} is closed")
+        start = self._header.data_offset + info.offset
+        return self._data[start:start + info.n_bytes]
+
+    def tensor_rows(self, name: str) -> np.ndarray:
+        """The bytes as ``(rows, row_bytes)`` with ``rows = ne[1]*ne[2]*ne[3]`` (q4_K: blocks input)."""
+        info = self.tensor(name)
+        ne0 = info.dims[0] if info.dims else 1
+        row_bytes = GGML_TYPES[info.ggml_type].row_bytes(ne0)
+        return self.tensor_bytes(name).reshape(info.n_elements // ne0, row_bytes)
+
+    def tensor_array(self, name: str) -> np.ndarray:
+        """Plain-typed tensors as NumPy in row-major shape ``ne[::-1]``; BF16 widens exactly to float32."""
+        info = self.tensor(name)
+        raw = self.tensor_bytes(name)
+        if info.type_name == "BF16":
+            wide = raw.view("<u2").astype(np.uint32) << 16
+            return wide.view(np.float32).reshape(info.shape)
+        dt = _PLAIN_TENSOR_DTYPES.get(info.type_name)
+        if dt is None:
+            raise fail("argument.invalid", name, "a plain-typed tensor (F32, F16, BF16, F64, I8..I64)",
+                       f"{info.type_name}; use tensor_rows() and the format's dequantize").with_file(self._file)
+        return raw.view(dt).reshape(info.shape)
+
+    def check_data(self) -> None:
+        """Payload checks that need the bytes (GGUF-5.4): q4_K blocks must have finite d and dmin (Q4K-5.4)."""
+        for info in self._tensors:
+            if info.type_name == "Q4_K":
+                from qformats.formats.q4_k.checks import check_blocks  # lazy: formats depend on containers
+
+                try:
+                    check_blocks(self.tensor_rows(info.name), tensor=info.name, n=info.dims[0])
+                except QFormatsError as exc:
+                    raise exc.with_file(self._file) from None
+
+    # -- lifetime ----------------------------------------------------------------------------
+    def close(self) -> None:
+        self._data = None
+        _release(self._mm)
+        self._mm = None
+
+    def __enter__(self) -> GGUFFile:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __iter__(self) -> Iterator[GGUFTensorInfo]:
+        return iter(self._tensors)
+
+    def __repr__(self) -> str:
+        h = self._header
+        return (f"GGUFFile({self._file!r}, version={h.version}, tensors={h.tensor_count}, "
+                f"kv={h.kv_count}, alignment={h.alignment})")
+
+
+def _release(mm: mmap.mmap | None) -> None:
+    if mm is None:
+        return
+    try:
+        mm.close()
+    except BufferError:  # views are still alive (caller's arrays, a traceback); they keep it mapped
+        pass
+
+
+def read_gguf(path: str | os.PathLike[str], *, check_data: bool = True) -> GGUFFile:
+    """Validate and open a GGUF v2/v3 file. Raises QFormatsError (``gguf.*``) on malformed input.
+
+    A missing or unreadable path raises ``OSError`` (not a finding: the file could not be read).
+    """
+    file = os.fspath(path)
+    with open(file, "rb") as fh:
+        size = os.fstat(fh.fileno()).st_size
+        if size == 0:
+            mm = None
+            data = np.zeros(0, np.uint8)
+        else:
+            mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+            data = np.frombuffer(mm, dtype=np.uint8)  # read-only: ACCESS_READ buffer
+    try:
+        header, metadata, tensors = _parse(data, size, file)
+    except BaseException:
+        del data
+        _release(mm)
+        raise
+    gf = GGUFFile(file, header, metadata, tensors, data, mm)
+    if check_data:
+        try:
+            gf.check_data()
+        except BaseException:
+            gf.close()
+            raise
+    return gf
+
+
+def read_gguf_bytes(blob: bytes, *, name: str = "<bytes>", check_data: bool = True) -> GGUFFile:
+    """Validate GGUF content held in memory (same rules as :func:`read_gguf`)."""
+    data = np.frombuffer(bytes(blob), dtype=np.uint8)
+    header, metadata, tensors = _parse(data, data.size, name)
+    gf = GGUFFile(name, header, metadata, tensors, data, None)
+    if check_data:
+        gf.check_data()
+    return gf
+

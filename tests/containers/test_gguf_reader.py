@@ -1,0 +1,214 @@
+"""GGUF reader API on valid hand-built files: header facts, metadata, tensor infos and bytes."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import struct
+import time
+
+import numpy as np
+import pytest
+
+import gguf_builder as gb
+from qformats.containers import gguf as G
+from qformats.containers.ggml_types import GGML_TYPES
+from qformats.errors import QFormatsError
+
+
+@pytest.fixture
+def v3_path(tmp_path):
+    path = tmp_path / "valid_v3.gguf"
+    path.write_bytes(gb.valid_v3())
+    return path
+
+
+def test_header_facts(v3_path):
+    """GGUF-1.2, GGUF-5.1: version, alignment and data offset = PAD(end of tensor infos, 32)."""
+    with G.read_gguf(v3_path) as f:
+        # 24 header + 53 (architecture KV) + 33 (alignment KV) + 2 x 48 (infos) = 206 -> 224.
+        assert (f.version, f.alignment, f.data_offset) == (3, 32, 224)
+        assert f.header.file_size == 224 + 64 + 288
+        assert dict(f.metadata) == {"general.architecture": "qformats-test", "general.alignment": 32}
+        assert dict(f.metadata_types) == {"general.architecture": "STRING", "general.alignment": "UINT32"}
+
+
+def test_tensor_infos(v3_path):
+    """GGUF-3: name, ne order, type, offset relative to the data section, exact byte size."""
+    with G.read_gguf(v3_path) as f:
+        a, b = f.tensors
+        assert (a.name, a.n_dims, a.dims, a.type_name, a.offset, a.n_bytes) == ("a.weight", 2, (8, 2), "F32", 0, 64)
+        assert (b.name, b.dims, b.ggml_type, b.type_name, b.offset, b.n_bytes) == ("b.weight", (256, 2), 12, "Q4_K", 64, 288)
+        assert b.shape == (2, 256)
+        with pytest.raises(Exception):
+            a.name = "x"  # frozen model
+
+
+def test_tensor_data_views(v3_path):
+    """GGUF-5.2: tensor bytes are the file bytes at data_offset + offset, read-only."""
+    blob = v3_path.read_bytes()
+    with G.read_gguf(v3_path) as f:
+        raw = f.tensor_bytes("b.weight")
+        assert raw.tobytes() == blob[224 + 64:224 + 64 + 288] == gb.q4k_block() * 2
+        assert not raw.flags.writeable
+        rows = f.tensor_rows("b.weight")
+        assert rows.shape == (2, 144)
+        w = f.tensor_array("a.weight")
+        assert w.dtype == np.float32 and w.shape == (2, 8)
+        np.testing.assert_array_equal(w.ravel(), np.arange(16, dtype=np.float32) * 0.5)
+        with pytest.raises(ValueError):
+            w[0, 0] = 1.0
+
+
+def test_quantized_tensor_has_no_plain_array(v3_path):
+    """tensor_array refuses quantized types with a coded error instead of reinterpreting bytes."""
+    with G.read_gguf(v3_path) as f, pytest.raises(QFormatsError) as exc:
+        f.tensor_array("b.weight")
+    assert exc.value.code == "argument.invalid"
+
+
+def test_unknown_tensor_name(v3_path):
+    """Looking up a tensor the file does not hold raises tensor.missing."""
+    with G.read_gguf(v3_path) as f, pytest.raises(QFormatsError) as exc:
+        f.tensor("nope")
+    assert exc.value.code == "tensor.missing"
+
+
+def test_never_writes_input(v3_path):
+    """GGUF-6.3: reading, viewing and closing leaves the file's bytes and mtime unchanged."""
+    before = (hashlib.sha256(v3_path.read_bytes()).hexdigest(), os.stat(v3_path).st_mtime_ns)
+    f = G.read_gguf(v3_path)
+    raw = f.tensor_bytes("a.weight")
+    with pytest.raises(ValueError):
+        raw[0] = 1
+    f.close()
+    assert (hashlib.sha256(v3_path.read_bytes()).hexdigest(), os.stat(v3_path).st_mtime_ns) == before
+
+
+def test_close_releases_and_views_survive(v3_path):
+    """Views handed out stay readable after close(); the closed file refuses new views."""
+    f = G.read_gguf(v3_path)
+    raw = f.tensor_bytes("a.weight")
+    f.close()
+    assert raw.tobytes() == gb.f32_payload(16)
+    with pytest.raises(ValueError):
+        f.tensor_bytes("a.weight")
+    with G.read_gguf(v3_path) as g:
+        pass
+    assert g._mm is None
+
+
+def test_all_value_types():
+    """GGUF-2.5: every scalar type, strings, bool, and arrays of scalars/strings/bools are decoded."""
+    f = G.read_gguf_bytes(gb.valid_all_value_types())
+    m = f.metadata
+    assert (m["t.u8"], m["t.i8"], m["t.u16"], m["t.i16"]) == (200, -7, 65535, -300)
+    assert (m["t.u32"], m["t.i32"], m["t.u64"], m["t.i64"]) == (4_000_000_000, -2_000_000_000, 2**64 - 1, -(2**62))
+    assert (m["t.f32"], m["t.f64"], m["t.bool"], m["t.str"]) == (0.25, -1.5, True, "héllo")
+    assert m["t.arr_u32"].tolist() == [1, 2, 3] and not m["t.arr_u32"].flags.writeable
+    assert m["t.arr_str"] == ["a", ""]
+    assert m["t.arr_bool"].tolist() == [False, True]
+    assert m["t.arr_empty"].shape == (0,)
+    assert f.metadata_types["t.arr_str"] == "ARRAY[STRING]" and f.metadata_types["t.bool"] == "BOOL"
+
+
+def test_alignment_one_and_rank_zero_accepted():
+    """GGUF-2.9 / GGUF-3.3: alignment 1 is a power of two; n_dims = 0 is a one-element tensor (as ggml)."""
+    blob = gb.gguf([gb.kv_u32("general.alignment", 1)], [gb.tinfo("s", [], gb.T_F32, 0)], gb.f32_payload(1), alignment=1)
+    f = G.read_gguf_bytes(blob)
+    (s,) = f.tensors
+    assert (f.alignment, s.n_dims, s.dims, s.n_bytes) == (1, 0, (), 4)
+    assert f.tensor_array("s").shape == ()
+
+
+def test_bf16_widens_exactly():
+    """BF16 tensors widen to float32 by a 16-bit shift (exact)."""
+    vals = np.array([1.0, -2.5, 3.140625, 0.0], np.float32)
+    bf16 = (vals.view(np.uint32) >> 16).astype("<u2").tobytes()
+    f = G.read_gguf_bytes(gb.gguf([], [gb.tinfo("w", [4], 30, 0)], bf16))
+    np.testing.assert_array_equal(f.tensor_array("w"), vals)
+
+
+def test_no_tensors_no_padding_required():
+    """GGUF-5.1: with zero tensors the file may end right after the metadata (ggml pads only with tensors)."""
+    f = G.read_gguf_bytes(gb.valid_no_tensors())
+    assert f.tensors == () and f.data_offset == len(gb.valid_no_tensors())
+
+
+def test_unpadded_last_tensor_accepted():
+    """GGUF-5.3: the last tensor's padding may be absent (file ends at its last byte)."""
+    blob = gb.gguf([], [gb.tinfo("t", [3], gb.T_F32, 0)], gb.f32_payload(3))
+    assert len(G.read_gguf_bytes(blob).tensor_bytes("t")) == 12
+
+
+def test_type_table_matches_gguf_py():
+    """GGUF-4: our (block size, type size) table equals gguf-py 0.19.0 GGML_QUANT_SIZES, except Q8_1.
+
+    Q8_1: ggml-common.h has fp16 d + fp16 s + 32 int8 = 36 bytes; gguf-py still lists 40.
+    """
+    from gguf.constants import GGML_QUANT_SIZES
+
+    theirs = {int(t): size for t, size in GGML_QUANT_SIZES.items()}
+    ours = {t.type_id: (t.block_size, t.type_size) for t in GGML_TYPES.values()}
+    assert set(ours) == set(theirs)
+    diff = {k for k in ours if ours[k] != theirs[k]}
+    assert diff == {9} and ours[9] == (32, 36) and theirs[9] == (32, 40)
+
+
+def test_huge_tensor_count_fails_immediately():
+    """GGUF-1.5: a file claiming 2^60 tensors is refused before any per-tensor work."""
+    blob = gb.gguf([], [], n_tensors=1 << 60)
+    t0 = time.perf_counter()
+    with pytest.raises(QFormatsError) as exc:
+        G.read_gguf_bytes(blob)
+    assert exc.value.code == "gguf.count.too_large"
+    assert time.perf_counter() - t0 < 0.1
+
+
+def test_missing_path_is_oserror(tmp_path):
+    """GGUF-6.5: a path that cannot be opened is an OSError (could not run), not a finding."""
+    with pytest.raises(OSError):
+        G.read_gguf(tmp_path / "absent.gguf")
+
+
+def test_empty_file(tmp_path):
+    """GGUF-1.4: an empty file is truncated before the magic."""
+    p = tmp_path / "empty.gguf"
+    p.write_bytes(b"")
+    with pytest.raises(QFormatsError) as exc:
+        G.read_gguf(p)
+    assert exc.value.code == "gguf.truncated"
+
+
+def _boundaries(blob: bytes) -> list[int]:
+    """Every proper prefix length of ``blob`` (cuts at and inside every field)."""
+    return list(range(len(blob)))
+
+
+@pytest.mark.parametrize("builder", [pytest.param(gb.valid_v3, id="v3"), pytest.param(gb.valid_all_value_types, id="all-types")])
+def test_truncation_everywhere(builder):
+    """GGUF-1.4, GGUF-5.1, GGUF-5.2: a file cut anywhere before its data section is gguf.truncated;
+    cut inside the data, gguf.data.past_end; only cuts inside the last tensor's padding stay valid."""
+    blob = builder()
+    full = G.read_gguf_bytes(blob)
+    data_start = full.data_offset
+    last = full.tensors[-1]
+    unpadded_end = data_start + last.offset + last.n_bytes
+    for cut in _boundaries(blob):
+        if cut >= unpadded_end:
+            G.read_gguf_bytes(blob[:cut])
+            continue
+        with pytest.raises(QFormatsError) as exc:
+            G.read_gguf_bytes(blob[:cut], check_data=False)
+        want = "gguf.truncated" if cut < data_start else "gguf.data.past_end"
+        assert exc.value.code == want, (cut, str(exc.value))
+
+
+def test_check_data_can_be_skipped():
+    """GGUF-5.4 is a payload check: check_data=False reads a q4_K file with an inf d structurally."""
+    blob = gb.CASES["q4k_d_inf"][0]()
+    f = G.read_gguf_bytes(blob, check_data=False)
+    assert struct.unpack_from("<H", f.tensor_bytes("b.weight").tobytes(), 144)[0] == 0x7C00
+    with pytest.raises(QFormatsError) as exc:
+        f.check_data()
+    assert exc.value.code == "q4k.d.nonfinite" and exc.value.tensor == "b.weight"
