@@ -12,9 +12,10 @@ from typing import Any
 
 import numpy as np
 
-from ...errors import fail
-from ...findings import Finding, finding
+from ...errors import QFormatsError, fail
+from ...findings import Finding, finding, from_error
 from ...tensors import as_array, check_finite, check_tensor
+from .evidence import LabelEvidence, label_evidence, reader_disagreements
 from .layout import BITS, n_groups
 
 __all__ = [
@@ -196,3 +197,63 @@ def g_idx_findings(g_idx: np.ndarray, group_size: int, *, desc_act: bool, tensor
     return [finding("gptq.g_idx.ignored_without_desc_act", "warning",
                     f"g_idx is not k // group_size in {rows} rows but desc_act is false: "
                     "vLLM ignores it, GPTQModel honours it", tensor=tensor)]
+
+
+def layer_findings(name: str, layer: Any, *, bits: int, group_size: int | None, declared: str,
+                   desc_act: bool, sym: bool | None = None) -> tuple[list[Finding], dict[str, Any]]:
+    """Every GPTQ check of one layer: structure, g_idx, label evidence, v1 zero underflow.
+
+    Returns the findings (codes of spec/gptq.md) and a summary row for ``inspect``. Structural
+    errors come back as error findings rather than exceptions, so a validator reports every
+    layer of a checkpoint in one pass.
+    """
+    try:
+        dims, t = checked_tensors(layer, bits, group_size)
+        check_g_idx(t["g_idx"], dims.n_groups, dims.group_size)
+    except QFormatsError as err:
+        return [from_error(_prefixed(err, name))], {"layer": name, "format": f"gptq_{declared}", "bits": bits}
+    findings = g_idx_findings(t["g_idx"], dims.group_size, desc_act=desc_act, tensor=f"{name}.g_idx")
+    evidence = label_evidence(t["qzeros"], bits, qweight=t["qweight"], g_idx=t["g_idx"], sym=sym)
+    if evidence.verdict not in (declared, "undetermined"):
+        fix = f"qformats convert PATH --to gptq_{evidence.verdict}" if evidence.verdict == "v2" else \
+            "relabel as checkpoint_format 'gptq'"
+        findings.append(finding("gptq.label.mismatch", "error",
+                                f"declared {declared} but the zeros say {evidence.verdict}: {evidence.detail}; "
+                                f"readers that use qzeros (vLLM gptq_gemm, AutoGPTQ, exllama) decode it wrongly (fix: {fix})",
+                                tensor=f"{name}.qzeros"))
+    if declared == "v1" and evidence.all_ones_fields:
+        findings.append(_underflow_finding(name, t, bits, dims.group_size, evidence))
+    summary = {
+        "layer": name, "format": f"gptq_{declared}", "bits": bits, "group_size": dims.group_size,
+        "in_features": dims.in_features, "out_features": dims.out_features,
+        "g_idx": "trivial" if is_trivial_g_idx(t["g_idx"], dims.group_size) else "act-order",
+        "evidence": evidence.verdict, "evidence_method": evidence.method,
+        "bits_per_weight": _bits_per_weight(dims, bits),
+    }
+    return findings, summary
+
+
+def _underflow_finding(name: str, t: Mapping[str, np.ndarray], bits: int, group_size: int,
+                       evidence: LabelEvidence) -> Finding:
+    """GPTQ-3.4: count all-ones v1 fields and what each real reader makes of them."""
+    counts = reader_disagreements(t["qweight"], t["qzeros"], t["scales"], t["g_idx"], bits=bits,
+                                  version="v1", group_size=group_size)
+    wrong = ", ".join(f"{reader} {n}" for reader, n in counts.items() if n) or "none"
+    writer = next((s for s in evidence.signatures if s != "all-ones-fields"), "masked or borrow")
+    return finding("gptq.zero.v1_unrepresentable", "error",
+                   f"{evidence.all_ones_fields} v1 zero fields are all ones ({(1 << bits) - 1}), i.e. zero point 0, "
+                   f"which v1 cannot represent; writer signature: {writer}; weights decoded differently from the "
+                   f"intended zero 0 per reader: {wrong}", tensor=f"{name}.qzeros")
+
+
+def _bits_per_weight(dims: LayerDims, bits: int) -> float:
+    """Stored bits per weight, statistics and g_idx included."""
+    k, n, g = dims.in_features, dims.out_features, dims.n_groups
+    total = k * n * bits + g * n * (bits + 16) + 32 * k
+    return round(total / (k * n), 4)
+
+
+def _prefixed(err: QFormatsError, name: str) -> QFormatsError:
+    tensor = f"{name}.{err.tensor}" if err.tensor else name
+    return QFormatsError(err.code, err.message.replace(f"'{err.tensor}'", f"'{tensor}'", 1), tensor=tensor,
+                         constraint=err.constraint, actual=err.actual, clause=err.clause, file=err.file)

@@ -21,6 +21,7 @@ from ...numerics import round_half_even
 from ...tensors import Layer, as_array, check_finite, check_tensor
 from . import checks
 from .layout import Version, n_groups
+from .quirks import get_reader, get_writer
 
 __all__ = ["GPTQLayer", "pack", "unpack", "dequantize", "quantize", "convert", "stored_fields", "zeros_from_fields"]
 
@@ -114,8 +115,6 @@ def _pack_zeros(z: np.ndarray, bits: int, version: Version, writer: str | None) 
         return bitpack.pack(stored_fields(z, bits, version), bits, axis=1)
     if version != "v1":
         raise fail("argument.invalid", "writer", "None for v2 (the quirk writers emulate v1 qzeros)", writer)
-    from .quirks import get_writer  # the emulations are optional weight; load them on demand
-
     return get_writer(writer)(z, bits)
 
 
@@ -143,8 +142,6 @@ def dequantize(layer: Any, *, bits: int, version: str, reader: str = SPEC_READER
         checks.check_g_idx(t["g_idx"], dims.n_groups, dims.group_size)
         zeros = zeros_from_fields(bitpack.unpack(t["qzeros"], bits, axis=1), bits, version)
     else:
-        from .quirks import get_reader
-
         emulated = get_reader(reader)
         zeros = emulated.effective_zeros(t["qzeros"], bits, dims.out_features, version)
         g_idx = emulated.groups(g_idx, dims.in_features, dims.group_size).astype(np.intp)
