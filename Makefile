@@ -24,5 +24,15 @@ bench: $(STAMP)
 	$(BIN)/python -m pip install -q -e '.[test,bench]'
 	for script in benchmarks/*.py; do $(BIN)/python $$script || exit 1; done
 
+# Regenerate every reference-made fixture into a scratch folder and require byte identity.
+fixtures-check: $(STAMP)
+	@tmp=$$(mktemp -d) && \
+	$(BIN)/python -m qformats.samples $$tmp/checkpoints > /dev/null && \
+	$(BIN)/python tests/containers/gguf_builder.py $$tmp > /dev/null && \
+	diff -r $$tmp/checkpoints fixtures/checkpoints && \
+	diff -r $$tmp/containers/gguf fixtures/containers/gguf && \
+	rm -rf $$tmp && \
+	$(BIN)/python -m qformats.fixtures check
+
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -22,12 +22,45 @@ def _cmd_schema(args: argparse.Namespace) -> int:
     return 0
 
 
+def _progress_bar(stream):
+    """A one-line progress bar on a TTY (stderr); None elsewhere so logs stay clean."""
+    if not stream.isatty():
+        return None
+
+    def show(i: int, total: int, name: str) -> None:
+        width = 30
+        done = int(width * (i + 1) / max(total, 1))
+        stream.write(f"\r[{'#' * done}{'.' * (width - done)}] {i + 1}/{total} {name[-40:]:<40}")
+        if i + 1 == total:
+            stream.write("\n")
+        stream.flush()
+
+    return show
+
+
+def _cmd_validate(args: argparse.Namespace) -> int:
+    from .report import to_json, to_text
+    from .validate import validate
+
+    report = validate(args.path, deep=args.deep, fmt=args.format, progress=_progress_bar(sys.stderr))
+    sys.stdout.write(to_json(report) + "\n" if args.json else to_text(report, verbose=args.verbose))
+    return report.exit_code(strict=args.strict)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="qformats", description="Quantized weight formats: spec tools.")
     sub = parser.add_subparsers(dest="command", required=True)
     schema = sub.add_parser("schema", help="print the JSON Schema of a format's models")
     schema.add_argument("format", nargs="?", help="gptq, q4_k, spqr or gguf (default: all)")
     schema.set_defaults(run=_cmd_schema)
+    val = sub.add_parser("validate", help="check a checkpoint against the spec; exit 0 valid, 1 invalid, 2 could not run")
+    val.add_argument("path", help=".safetensors file, checkpoint directory (sharded or not) or .gguf file")
+    val.add_argument("--json", action="store_true", help="print one JSON object (the contract in DESIGN.md §4)")
+    val.add_argument("--strict", action="store_true", help="warnings make the verdict exit 1")
+    val.add_argument("--deep", action="store_true", help="decode every layer and check the weights are finite")
+    val.add_argument("--format", default="auto", choices=("auto", "gptq", "spqr", "q4_k"))
+    val.add_argument("-v", "--verbose", action="store_true", help="list info findings and more examples")
+    val.set_defaults(run=_cmd_validate)
     return parser
 
 
@@ -39,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
         return int(exc.code or 0)
     try:
         return args.run(args)
-    except QFormatsError as err:
+    except QFormatsError as err:  # only could-not-run problems reach here; findings are in the report
         print(f"qformats: {err}", file=sys.stderr)
         return 2
     except Exception as exc:  # noqa: BLE001 -- the contract is exit 2, one line, no traceback

@@ -1,42 +1,59 @@
-"""``make demo``: encode a small random layer in every GPTQ width, decode it, show what the zeros say.
+"""``make demo``: validate the bundled sample checkpoints, then show the GPTQ codec at work.
 
-Later revisions of the demo validate the bundled sample checkpoints; for now it exercises the
-reference codec end to end and prints figures a reader can check by hand.
+The samples (``fixtures/checkpoints/``, made by :mod:`qformats.samples`) are one valid
+checkpoint per format plus the two GPTQ failures the field meets most; the validator must call
+each exactly as its name says.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import numpy as np
 
 from .formats import gptq
 from .formats.gptq.evidence import label_evidence
+from .report import to_text
+from .samples import SAMPLES
+from .validate import validate
+
+SAMPLE_ROOT = Path(__file__).resolve().parents[1] / "fixtures" / "checkpoints"
 
 
-def _row(bits: int, sym: bool, version: str, weight: np.ndarray) -> str:
-    layer = gptq.quantize(weight, bits=bits, group_size=32, sym=sym, version=version)
-    w_hat = gptq.dequantize(layer, bits=bits, version=version)
-    rel = float(np.linalg.norm(w_hat - weight) / np.linalg.norm(weight))
-    scale = float(np.median(layer.scales.astype(np.float32)))
-    evidence = label_evidence(layer.qzeros, bits, qweight=layer.qweight, g_idx=layer.g_idx, sym=sym)
-    stat = "" if evidence.statistic is None else f" (d = {evidence.statistic:+.3f})"
-    return (f"  {bits}-bit {'sym ' if sym else 'asym'} {version}: max |w - w_hat| = {np.abs(w_hat - weight).max():.4f}"
-            f" (median scale {scale:.4f}), relative error {rel:.4f}; zeros say {evidence.verdict}"
-            f" by {evidence.method}{stat}")
+def validate_samples() -> bool:
+    print(f"== qformats validate --deep on the bundled samples ({SAMPLE_ROOT})\n")
+    all_as_expected = True
+    for name, (_, verdict, codes) in SAMPLES.items():
+        report = validate(str(SAMPLE_ROOT / name), deep=True)
+        print(to_text(report), end="")
+        seen = {f.code for f in report.findings if f.severity == "error"}
+        ok = report.verdict == verdict and seen == set(codes)
+        all_as_expected &= ok
+        print(f"  -> expected {verdict}{' with ' + ', '.join(codes) if codes else ''}: "
+              f"{'as expected' if ok else 'NOT AS EXPECTED'}\n")
+    return all_as_expected
+
+
+def codec_round_trip() -> None:
+    rng = np.random.default_rng(0)
+    weight = rng.normal(0.0, 0.02, size=(256, 512)).astype(np.float32)  # (out, in), LLM-like scale
+    print("== GPTQ round trip of a random 256x512 layer, group size 32, RTN min-max\n")
+    for bits in (2, 3, 4, 8):
+        for sym in (True, False):
+            version = "v1" if sym else "v2"  # asymmetric groups may need zero 0, which only v2 stores
+            layer = gptq.quantize(weight, bits=bits, group_size=32, sym=sym, version=version)
+            w_hat = gptq.dequantize(layer, bits=bits, version=version)
+            rel = float(np.linalg.norm(w_hat - weight) / np.linalg.norm(weight))
+            ev = label_evidence(layer.qzeros, bits, qweight=layer.qweight, g_idx=layer.g_idx, sym=sym)
+            stat = "" if ev.statistic is None else f", d = {ev.statistic:+.3f}"
+            print(f"  {bits}-bit {'sym ' if sym else 'asym'} {version}: relative error {rel:.4f}, "
+                  f"max |w - w_hat| {np.abs(w_hat - weight).max():.5f}; zeros say {ev.verdict} ({ev.method}{stat})")
 
 
 def main() -> int:
-    rng = np.random.default_rng(0)
-    weight = rng.normal(0.0, 0.02, size=(256, 512)).astype(np.float32)  # (out, in), LLM-like scale
-    print("qformats demo: GPTQ round trip of a random 256x512 layer, group size 32, RTN min-max")
-    for bits in (2, 3, 4, 8):
-        for sym in (True, False):
-            version = "v1" if sym else "v2"  # asymmetric layers may need zero 0: v2 stores it
-            print(_row(bits, sym, version, weight))
-    mislabelled = gptq.quantize(weight, bits=4, group_size=32, sym=True, version="v2")
-    ev = label_evidence(mislabelled.qzeros, 4, sym=True)
-    print(f"\nA symmetric 4-bit v2 layer has qzeros words 0x{int(mislabelled.qzeros.view(np.uint32)[0, 0]):08x}; "
-          f"labelled 'gptq' it would be read as zero 9. Evidence: {ev.verdict} ({ev.detail})")
-    return 0
+    ok = validate_samples()
+    codec_round_trip()
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

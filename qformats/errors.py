@@ -47,6 +47,13 @@ CODES: dict[str, tuple[str, str]] = {
     # -- GPTQ quirk emulation (qformats/formats/gptq/quirks.py) ----------------------------
     "gptq.quirk.unsupported": ("GPTQ-4.2", "the emulated real reader cannot read that bits/version/group layout"),
     "gptq.label.mismatch": ("GPTQ-8.3", "declared checkpoint_format contradicts the zeros"),
+    "gptq.config.tensor_mismatch": ("GPTQ-6.7", "config (with dynamic overrides) contradicts the tensors"),
+    # -- checkpoints as a whole (spec/README.md QF-5) -------------------------------------------
+    "checkpoint.empty": ("QF-5.1", "no quantized layer found: nothing was checked"),
+    "checkpoint.format.unsupported": ("QF-5.2", "a quantization format qformats does not cover (could not run)"),
+    "checkpoint.layer.unsupported": ("QF-5.2", "tensors of a layout qformats does not decode (warning)"),
+    "checkpoint.decode.nonfinite": ("QF-5.3", "a layer decodes to NaN or infinity (--deep)"),
+    "checkpoint.config.missing": ("QF-5.4", "no quantization config found (warning)"),
     # -- GGUF (spec/containers.md) ---------------------------------------------------------
     "gguf.magic": ("GGUF-1.1", "the file does not start with b'GGUF'"),
     "gguf.version": ("GGUF-1.2", "version other than 2 or 3 (including byte-swapped files)"),
@@ -210,6 +217,13 @@ class QFormatsError(ValueError):
             "message": self.message,
             "file": self.file,
         }
+
+    def within(self, prefix: str) -> "QFormatsError":
+        """A copy whose tensor name is qualified by a layer name (``q_proj`` + ``scales``)."""
+        tensor = f"{prefix}.{self.tensor}" if self.tensor else prefix
+        message = self.message.replace(f"'{self.tensor}'", f"'{tensor}'", 1) if self.tensor else self.message
+        return QFormatsError(self.code, message, tensor=tensor, constraint=self.constraint, actual=self.actual,
+                             clause=self.clause, file=self.file)
 
     def with_file(self, file: str) -> "QFormatsError":
         """Return a copy that names the file the offending tensor came from."""

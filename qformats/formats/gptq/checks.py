@@ -16,6 +16,7 @@ from ...errors import QFormatsError, fail
 from ...findings import Finding, finding, from_error
 from ...tensors import as_array, check_finite, check_tensor
 from .evidence import LabelEvidence, label_evidence, reader_disagreements
+from .quirks import READERS
 from .layout import BITS, n_groups
 
 __all__ = [
@@ -211,7 +212,7 @@ def layer_findings(name: str, layer: Any, *, bits: int, group_size: int | None, 
         dims, t = checked_tensors(layer, bits, group_size)
         check_g_idx(t["g_idx"], dims.n_groups, dims.group_size)
     except QFormatsError as err:
-        return [from_error(_prefixed(err, name))], {"layer": name, "format": f"gptq_{declared}", "bits": bits}
+        return [from_error(err.within(name))], {"layer": name, "format": f"gptq_{declared}", "bits": bits}
     findings = g_idx_findings(t["g_idx"], dims.group_size, desc_act=desc_act, tensor=f"{name}.g_idx")
     evidence = label_evidence(t["qzeros"], bits, qweight=t["qweight"], g_idx=t["g_idx"], sym=sym)
     if evidence.verdict not in (declared, "undetermined"):
@@ -238,7 +239,9 @@ def _underflow_finding(name: str, t: Mapping[str, np.ndarray], bits: int, group_
     """GPTQ-3.4: count all-ones v1 fields and what each real reader makes of them."""
     counts = reader_disagreements(t["qweight"], t["qzeros"], t["scales"], t["g_idx"], bits=bits,
                                   version="v1", group_size=group_size)
-    wrong = ", ".join(f"{reader} {n}" for reader, n in counts.items() if n) or "none"
+    # Marlin ignores qzeros and the legacy-int3 reader equals gptqmodel below 3 bits: neither adds news.
+    relevant = {r: n for r, n in counts.items() if not READERS[r].fixed_zero and (r != "gptqmodel_legacy_int3" or bits == 3)}
+    wrong = ", ".join(f"{reader} {n}" for reader, n in relevant.items() if n) or "none"
     writer = next((s for s in evidence.signatures if s != "all-ones-fields"), "masked or borrow")
     return finding("gptq.zero.v1_unrepresentable", "error",
                    f"{evidence.all_ones_fields} v1 zero fields are all ones ({(1 << bits) - 1}), i.e. zero point 0, "
@@ -251,9 +254,3 @@ def _bits_per_weight(dims: LayerDims, bits: int) -> float:
     k, n, g = dims.in_features, dims.out_features, dims.n_groups
     total = k * n * bits + g * n * (bits + 16) + 32 * k
     return round(total / (k * n), 4)
-
-
-def _prefixed(err: QFormatsError, name: str) -> QFormatsError:
-    tensor = f"{name}.{err.tensor}" if err.tensor else name
-    return QFormatsError(err.code, err.message.replace(f"'{err.tensor}'", f"'{tensor}'", 1), tensor=tensor,
-                         constraint=err.constraint, actual=err.actual, clause=err.clause, file=err.file)

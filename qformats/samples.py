@@ -1,0 +1,188 @@
+"""Tiny sample checkpoints made by the reference encoders (``fixtures/checkpoints/``).
+
+    python -m qformats.samples OUT_DIR      write them all; ``make fixtures-check`` compares bytes
+
+One valid checkpoint per format, plus the two GPTQ failures the field meets most: v2 zeros
+labelled ``gptq`` (the vLLM "!!!!" bug) and a v1 file whose zero points of 0 were written by
+AutoGPTQ's OR-bleed packer. Every input comes from a fixed seed, so the bytes are reproducible.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+import sys
+from pathlib import Path
+
+import numpy as np
+from safetensors.numpy import save_file
+
+from . import __version__
+from .formats import gptq, q4_k, spqr
+
+__all__ = ["SAMPLES", "write_all"]
+
+MODULES = ("model.layers.0.self_attn.q_proj", "model.layers.0.mlp.down_proj")
+SHAPE = (64, 128)  # (out, in): small, yet 4 groups of 32 and whole 16x16 SpQR tiles
+
+
+def _weights(seed: int) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return {m: rng.normal(0, 0.02, SHAPE).astype(np.float32) for m in MODULES}
+
+
+def _write_dir(out: Path, tensors: dict[str, np.ndarray], quantization_config: dict) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    config = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "qformats_sample": __version__,
+              "quantization_config": quantization_config}
+    (out / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+    # One metadata key only: the safetensors library writes __metadata__ in hash order, and the
+    # samples must regenerate byte for byte. The producer is named in config.json instead.
+    save_file(tensors, str(out / "model.safetensors"), metadata={"format": "pt"})
+
+
+def _gptq_tensors(layers: dict[str, gptq.GPTQLayer]) -> dict[str, np.ndarray]:
+    return {f"{m}.{k}": np.ascontiguousarray(v) for m, layer in layers.items() for k, v in layer.tensors.items()}
+
+
+def _gptq_config(bits: int, sym: bool, fmt: str, desc_act: bool = False) -> dict:
+    return {"bits": bits, "group_size": 32, "desc_act": desc_act, "sym": sym, "quant_method": "gptq",
+            "checkpoint_format": fmt, "meta": {"quantizer": [f"qformats:{__version__}"]}}
+
+
+def gptq_v1_sym(out: Path) -> None:
+    """Valid: 4-bit symmetric v1, every qzeros word 0x77777777 (GPTQ-8.1)."""
+    layers = {m: gptq.quantize(w, bits=4, group_size=32, sym=True, version="v1") for m, w in _weights(1).items()}
+    _write_dir(out, _gptq_tensors(layers), _gptq_config(4, True, "gptq"))
+
+
+def gptq_v2_asym_act_order(out: Path) -> None:
+    """Valid: 3-bit asymmetric v2 with act-order g_idx and desc_act (GPTQ-5.3)."""
+    rng = np.random.default_rng(2)
+    layers = {m: gptq.quantize(w, bits=3, group_size=32, sym=False, version="v2", act_order=rng.random(SHAPE[1]))
+              for m, w in _weights(2).items()}
+    _write_dir(out, _gptq_tensors(layers), _gptq_config(3, False, "gptq_v2", desc_act=True))
+
+
+def gptq_v2_labelled_v1(out: Path) -> None:
+    """Invalid: symmetric v2 zeros (0x88888888) under checkpoint_format 'gptq' (GPTQ-8.3)."""
+    layers = {m: gptq.quantize(w, bits=4, group_size=32, sym=True, version="v2") for m, w in _weights(3).items()}
+    _write_dir(out, _gptq_tensors(layers), _gptq_config(4, True, "gptq"))
+
+
+def gptq_v1_zero_underflow(out: Path) -> None:
+    """Invalid: asymmetric v1 whose zero points of 0 AutoGPTQ's packer OR-bled (GPTQ-3.4, 4.1)."""
+    layers = {}
+    for m, w in _weights(4).items():
+        w = w.copy()
+        w[:8, :32] = np.abs(w[:8, :32])  # all-positive groups: min-max RTN gives zero point 0 there
+        v2 = gptq.quantize(w, bits=4, group_size=32, sym=False, version="v2")
+        codes, zeros = gptq.unpack(v2, bits=4, version="v2")
+        layers[m] = gptq.pack(codes, zeros, v2.scales, bits=4, g_idx=v2.g_idx, version="v1", writer="autogptq")
+    _write_dir(out, _gptq_tensors(layers), _gptq_config(4, False, "gptq"))
+
+
+def spqr_csr(out: Path) -> None:
+    """Valid: SpQR release layout, CSR outliers, as HuggingFace `quant_method: spqr` checkpoints hold it."""
+    tensors, shapes = {}, {}
+    for m, w in _weights(5).items():
+        layer = spqr.quantize(w)
+        for k, v in layer.tensors.items():
+            tensors[f"{m}.{k}"] = np.ascontiguousarray(v)
+            shapes[f"{m}.{k}.shape"] = int(v.size)
+    _write_dir(out, tensors, {"quant_method": "spqr", "bits": 3, "beta1": 16, "beta2": 16, "shapes": shapes})
+
+
+def _gguf_string(s: str) -> bytes:
+    raw = s.encode()
+    return struct.pack("<Q", len(raw)) + raw
+
+
+def q4_k_gguf(out: Path) -> None:
+    """Valid: a GGUF v3 file with two q4_K tensors made by the reference encoder (Q4K, GGUF)."""
+    alignment, q4_k_type, u32_type, str_type = 32, 12, 4, 8
+    rows = [(m.replace("model.layers.0.", "blk.0."), q4_k.quantize(_weights(6)[m][:, :].repeat(2, axis=1)))
+            for m in MODULES]  # n = 256: one super-block per row
+    kv = [("general.architecture", str_type, _gguf_string("llama")),
+          ("general.alignment", u32_type, struct.pack("<I", alignment))]
+    header = b"GGUF" + struct.pack("<IQQ", 3, len(rows), len(kv))
+    header += b"".join(_gguf_string(k) + struct.pack("<I", t) + v for k, t, v in kv)
+    offset, data = 0, b""
+    for name, blocks in rows:
+        n = blocks.shape[1] // q4_k.BLOCK_BYTES * q4_k.QK_K
+        header += _gguf_string(name) + struct.pack("<IQQIQ", 2, n, blocks.shape[0], q4_k_type, offset)
+        payload = blocks.tobytes()
+        pad = -len(payload) % alignment
+        data += payload + b"\0" * pad
+        offset += len(payload) + pad
+    header += b"\0" * (-len(header) % alignment)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_bytes(header + data[: len(data) - pad])
+
+
+# name -> (writer, expected verdict, finding codes the validator must report)
+SAMPLES = {
+    "gptq_v1_sym_4bit": (gptq_v1_sym, "valid", []),
+    "gptq_v2_asym_3bit_actorder": (gptq_v2_asym_act_order, "valid", []),
+    "gptq_v2_zeros_labelled_gptq": (gptq_v2_labelled_v1, "invalid", ["gptq.label.mismatch"]),
+    "gptq_v1_zero_underflow_autogptq": (gptq_v1_zero_underflow, "invalid", ["gptq.zero.v1_unrepresentable"]),
+    "spqr_csr": (spqr_csr, "valid", []),
+    "q4_k.gguf": (q4_k_gguf, "valid", []),
+}
+
+
+CLAUSES = {
+    "gptq_v1_sym_4bit": ["GPTQ-2.2", "GPTQ-3.3", "GPTQ-8.1", "QF-5.1"],
+    "gptq_v2_asym_3bit_actorder": ["GPTQ-2.3", "GPTQ-5.3", "GPTQ-8.2", "QF-5.1"],
+    "gptq_v2_zeros_labelled_gptq": ["GPTQ-8.1", "GPTQ-8.3"],
+    "gptq_v1_zero_underflow_autogptq": ["GPTQ-3.4", "GPTQ-4.1", "GPTQ-8.5"],
+    "spqr_csr": ["SPQR-2.1", "QF-5.1"],
+    "q4_k.gguf": ["GGUF-1.1", "QF-5.1"],
+}
+FEATURES = {
+    "gptq_v1_sym_4bit": ["bits:4", "sym", "version:v1"],
+    "gptq_v2_asym_3bit_actorder": ["bits:3", "asym", "version:v2", "act_order"],
+    "gptq_v2_zeros_labelled_gptq": ["bits:4", "sym", "mislabelled"],
+    "gptq_v1_zero_underflow_autogptq": ["bits:4", "asym", "version:v1", "zero:0", "writer:autogptq"],
+    "spqr_csr": ["outliers:csr"],
+    "q4_k.gguf": ["container:gguf"],
+}
+
+
+def manifest_entries(root: Path) -> list[dict]:
+    """Manifest cases for the samples under ``root`` (fixtures/checkpoints)."""
+    from .fixtures import sha256_of
+
+    entries = []
+    for name, (writer, verdict, codes) in SAMPLES.items():
+        path = root / name
+        files = sorted(path.rglob("*")) if path.is_dir() else [path]
+        entries.append({
+            "id": f"samples/{name}", "format": name.split("_")[0].replace(".gguf", ""), "kind": "checkpoint",
+            "clauses": CLAUSES[name], "features": FEATURES[name],
+            "files": [{"path": f.relative_to(root.parent).as_posix(), "sha256": sha256_of(f)} for f in files if f.is_file()],
+            "provenance": {"source": "qformats-reference", "generator": f"qformats.samples:{writer.__name__}",
+                           "version": __version__},
+            "expect": {"verdict": verdict, "codes": codes}, "tolerance": "exact",
+            "description": (writer.__doc__ or "").strip().splitlines()[0],
+        })
+    return entries
+
+
+def write_all(root: Path) -> list[Path]:
+    """Write every sample under ``root``; returns the paths written."""
+    paths = []
+    for name, (writer, _, _) in SAMPLES.items():
+        writer(root / name)
+        paths.append(root / name)
+    return paths
+
+
+if __name__ == "__main__":
+    target = Path(sys.argv[1] if len(sys.argv) > 1 else "fixtures/checkpoints")
+    for p in write_all(target):
+        print(p)
+    if "--manifest" in sys.argv:
+        fragment = target.parent / "manifest.d" / "samples.json"
+        fragment.parent.mkdir(exist_ok=True)
+        fragment.write_text(json.dumps(manifest_entries(target), indent=1) + "\n")

@@ -1,0 +1,319 @@
+"""Walk a checkpoint, run every layer's checks, collect findings (DESIGN.md §4, spec QF-5).
+
+    report = validate("ckpt_dir", deep=True)
+    report.verdict            # "valid" | "invalid"
+    report.findings           # Finding(code, severity, clause, tensor, message)
+
+One layer is in memory at a time: the container readers memory-map tensors and a layer's
+arrays are dropped before the next is read, so peak memory follows the largest layer, not the
+checkpoint. Errors whose code is in :data:`COULD_NOT_RUN` propagate (the CLI's exit 2);
+every other problem, a malformed file included, is a finding and makes the verdict invalid.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict
+
+from .containers.checkpoint import COULD_NOT_RUN_CODES, Checkpoint, open_checkpoint
+from .errors import QFormatsError, fail
+from .findings import Finding, finding, from_error
+from .formats.gptq import checks as gptq_checks
+from .formats.gptq.layout import parse_config as parse_gptq_config
+from .numerics import first_nonfinite
+
+__all__ = ["Report", "validate", "group_layers", "LayerGroup", "FORMATS", "COULD_NOT_RUN"]
+
+FORMATS = ("auto", "gptq", "spqr", "q4_k")
+COULD_NOT_RUN = frozenset(COULD_NOT_RUN_CODES) | {"checkpoint.format.unsupported", "argument.invalid"}
+Progress = Callable[[int, int, str], None]
+
+GPTQ_SUFFIXES = ("qweight", "qzeros", "scales", "g_idx", "bias")
+SPQR_SUFFIXES = ("dense_weights", "row_offsets", "col_vals", "in_perm")
+# Other layouts, recognised by tensor name and never decoded (QF-5.2).
+FOREIGN_SUFFIXES = {"B": "GPTQ Marlin (B, s)", "SCB": "bitsandbytes int8", "absmax": "bitsandbytes 4-bit",
+                    "quant_map": "bitsandbytes 4-bit", "bitsandbytes__nf4": "bitsandbytes nf4",
+                    "bitsandbytes__fp4": "bitsandbytes fp4", "weight_scale": "FP8 / compressed-tensors",
+                    "weight_packed": "compressed-tensors"}
+FOREIGN_METHODS = {"awq": "AWQ", "bitsandbytes": "bitsandbytes", "fp8": "FP8", "marlin": "GPTQ Marlin",
+                   "gptq_marlin": "GPTQ Marlin", "bitblas": "BitBLAS", "exl2": "EXL2", "hqq": "HQQ",
+                   "aqlm": "AQLM", "quanto": "quanto", "eetq": "EETQ", "compressed-tensors": "compressed-tensors"}
+
+
+class Report(BaseModel):
+    """The validator's result; ``model_dump()`` is the CLI's ``--json`` object."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    path: str
+    verdict: Literal["valid", "invalid"]
+    format: str
+    findings: list[Finding]
+    layers: list[dict[str, Any]]
+    summary: dict[str, Any]
+
+    def exit_code(self, *, strict: bool = False) -> int:
+        """0 valid, 1 invalid; ``strict`` makes warnings invalid too."""
+        if self.verdict == "invalid" or (strict and any(f.severity == "warning" for f in self.findings)):
+            return 1
+        return 0
+
+
+@dataclass
+class LayerGroup:
+    """One quantized module: its name and the suffix -> full tensor name map."""
+
+    name: str
+    format: str
+    tensors: dict[str, str] = field(default_factory=dict)
+
+
+def group_layers(names: list[str]) -> tuple[list[LayerGroup], list[str]]:
+    """Group tensors into layers by suffix (QF-5.1); also return tensors of foreign layouts."""
+    by_prefix: dict[str, dict[str, str]] = {}
+    for full in names:
+        prefix, _, suffix = full.rpartition(".")
+        by_prefix.setdefault(prefix, {})[suffix] = full
+    layers: list[LayerGroup] = []
+    foreign: list[str] = []
+    for prefix, members in sorted(by_prefix.items()):
+        if "qweight" in members:
+            layers.append(LayerGroup(prefix, "gptq", {s: members[s] for s in GPTQ_SUFFIXES if s in members}))
+        elif "dense_weights" in members:
+            layers.append(LayerGroup(prefix, "spqr", {s: members[s] for s in SPQR_SUFFIXES if s in members}))
+        foreign += [full for suffix, full in members.items() if suffix in FOREIGN_SUFFIXES]
+    return layers, foreign
+
+
+def validate(path: str, *, deep: bool = False, fmt: str = "auto", progress: Progress | None = None) -> Report:
+    """Validate a checkpoint; raises only for could-not-run problems (codes in :data:`COULD_NOT_RUN`)."""
+    if fmt not in FORMATS:
+        raise fail("argument.invalid", "format", "one of " + ", ".join(FORMATS), fmt)
+    try:
+        ckpt = open_checkpoint(path)
+    except QFormatsError as err:
+        if err.code in COULD_NOT_RUN:
+            raise
+        return _report(str(path), "unknown", [from_error(err)], [])
+    with ckpt:
+        if ckpt.kind == "gguf":
+            rows, findings = _gguf_layers(ckpt, deep, progress)
+            return _report(str(path), "q4_k", list(ckpt.findings) + findings, rows)
+        _refuse_foreign_method(ckpt)
+        layers, foreign = group_layers(ckpt.tensor_names())
+        findings = list(ckpt.findings) + _foreign_findings(foreign)
+        rows: list[dict[str, Any]] = []
+        formats = sorted({layer.format for layer in layers if fmt in ("auto", layer.format)})
+        if "gptq" in formats:
+            gptq_layers = [layer for layer in layers if layer.format == "gptq"]
+            more_rows, more = _gptq_layers(ckpt, gptq_layers, deep, progress)
+            rows, findings = rows + more_rows, findings + more
+        if "spqr" in formats:
+            spqr_layers = [layer for layer in layers if layer.format == "spqr"]
+            more_rows, more = _spqr_layers(ckpt, spqr_layers, deep, progress)
+            rows, findings = rows + more_rows, findings + more
+        if not rows:
+            findings.append(finding("checkpoint.empty", "error", f"no {'' if fmt == 'auto' else fmt + ' '}"
+                                    f"quantized layer among {len(ckpt.tensor_names())} tensors: nothing was checked"))
+        return _report(str(path), "+".join(formats) or "unknown", findings, rows)
+
+
+def _refuse_foreign_method(ckpt: Checkpoint) -> None:
+    config = ckpt.config or {}
+    method = str(config.get("quant_method", config.get("method", ""))).lower()
+    fmt = str(config.get("checkpoint_format", config.get("format", ""))).lower()
+    name = FOREIGN_METHODS.get(method) or (FOREIGN_METHODS.get(fmt) if method == "gptq" else None)
+    if name:
+        raise fail("checkpoint.format.unsupported", "quant_method",
+                   "a format qformats covers (gptq v1/v2, spqr, q4_k)", f"{method or fmt} ({name})")
+
+
+def _foreign_findings(foreign: list[str]) -> list[Finding]:
+    if not foreign:
+        return []
+    kind = FOREIGN_SUFFIXES[foreign[0].rpartition(".")[2]]
+    return [finding("checkpoint.layer.unsupported", "warning",
+                    f"{len(foreign)} tensors are in a layout qformats does not decode ({kind}), "
+                    f"first '{foreign[0]}'; they were not checked", tensor=foreign[0])]
+
+
+def _load(ckpt: Checkpoint, group: LayerGroup) -> dict[str, np.ndarray]:
+    return {suffix: ckpt.tensor(full) for suffix, full in group.tensors.items()}
+
+
+def _tick(progress: Progress | None, i: int, total: int, name: str) -> None:
+    if progress is not None:
+        progress(i, total, name)
+
+
+# -- GPTQ ------------------------------------------------------------------------------------
+
+def _gptq_config(ckpt: Checkpoint) -> tuple[Any, list[Finding]]:
+    if not ckpt.configs:
+        return None, [finding("checkpoint.config.missing", "warning", "no quantization config found "
+                              "(config.json, quantize_config.json, quant_config.json): bits and group size "
+                              "are read off the tensors and the label is taken as v1 (GPTQ-6.3)")]
+    try:
+        config, findings = parse_gptq_config(ckpt.config, source=ckpt.configs[0].file)
+    except QFormatsError as err:
+        if err.code == "gptq.config.other_layout":
+            raise fail("checkpoint.format.unsupported", err.tensor, err.constraint, err.actual) from None
+        return None, [from_error(err.with_file(ckpt.configs[0].file))]
+    return config, findings
+
+
+def _gptq_params(config: Any, name: str, t: dict[str, np.ndarray]) -> tuple[dict[str, Any], list[Finding]]:
+    """bits, group size, desc_act, sym for one module: config + ``dynamic`` overrides vs tensors (GPTQ-6.6)."""
+    scales, qzeros = t.get("scales"), t.get("qzeros")
+    tensor_bits = None
+    if scales is not None and qzeros is not None and scales.ndim == 2 and qzeros.ndim == 2 and scales.shape[1]:
+        tensor_bits = qzeros.shape[1] * 32 // scales.shape[1]
+    if config is None:
+        return {"bits": tensor_bits, "group_size": None, "desc_act": False, "sym": None, "version": "v1"}, []
+    params = {"bits": config.bits, "group_size": config.group_size, "desc_act": config.desc_act,
+              "sym": config.sym, "version": config.version}
+    findings = []
+    for key, overrides in (config.dynamic or {}).items():
+        sign, pattern = (key[0], key[2:]) if key[:2] in ("+:", "-:") else ("+", key)
+        if not re.match(pattern, name):
+            continue
+        if sign == "-":
+            findings.append(finding("gptq.config.tensor_mismatch", "error", f"dynamic rule {key!r} leaves "
+                                    f"'{name}' unquantized, but the checkpoint holds its qweight", tensor=name))
+        params.update({k: v for k, v in overrides.items() if k in params})
+        break
+    if tensor_bits is not None and tensor_bits != params["bits"]:
+        findings.append(finding("gptq.config.tensor_mismatch", "error", f"config says {params['bits']}-bit but "
+                                f"'{name}.qzeros' holds {tensor_bits}-bit fields for {scales.shape[1]} columns",
+                                tensor=f"{name}.qzeros"))
+        params["bits"] = tensor_bits
+    if name.endswith("lm_head") and not config.lm_head:
+        findings.append(finding("gptq.config.tensor_mismatch", "error", "config says lm_head is not quantized "
+                                "(lm_head false) but the checkpoint holds lm_head.qweight", tensor=name))
+    return params, findings
+
+
+def _gptq_layers(ckpt: Checkpoint, layers: list[LayerGroup], deep: bool,
+                 progress: Progress | None) -> tuple[list[dict[str, Any]], list[Finding]]:
+    config, findings = _gptq_config(ckpt)
+    rows = []
+    for i, group in enumerate(layers):
+        _tick(progress, i, len(layers), group.name)
+        t = _load(ckpt, group)
+        params, more = _gptq_params(config, group.name, t)
+        findings += more
+        if params["bits"] not in (2, 3, 4, 8):
+            findings.append(finding("tensor.shape", "error", f"'{group.name}' has no consistent GPTQ width "
+                                    "(qzeros and scales disagree)", tensor=group.name))
+            continue
+        gs = None if params["group_size"] is None else params["group_size"]
+        more, row = gptq_checks.layer_findings(group.name, t, bits=params["bits"], group_size=gs,
+                                               declared=params["version"], desc_act=params["desc_act"],
+                                               sym=params["sym"])
+        findings += more
+        if deep and not any(f.severity == "error" and f.tensor and f.tensor.startswith(group.name) for f in more):
+            from .formats import gptq
+
+            row.update(_stats(group.name, gptq.dequantize(t, bits=params["bits"], version=params["version"],
+                                                         group_size=gs), findings))
+        rows.append(row)
+    return rows, findings
+
+
+# -- SpQR ------------------------------------------------------------------------------------
+
+def _spqr_layers(ckpt: Checkpoint, layers: list[LayerGroup], deep: bool,
+                 progress: Progress | None) -> tuple[list[dict[str, Any]], list[Finding]]:
+    from .formats import spqr
+    from .formats.spqr import checks as spqr_checks
+
+    findings: list[Finding] = []
+    config = None
+    if ckpt.config is not None:
+        findings += spqr_checks.config_findings(ckpt.config)
+        try:
+            config = spqr_checks.check_config(ckpt.config)
+        except QFormatsError as err:
+            findings.append(from_error(err.with_file(ckpt.configs[0].file)))
+    skipped = set(config.not_converted()) if config is not None else set()
+    rows = []
+    for i, group in enumerate(layers):
+        _tick(progress, i, len(layers), group.name)
+        t = _load(ckpt, group)
+        if any(group.name == s or group.name.startswith(s + ".") or f"{group.name}.weight" == s for s in skipped):
+            findings.append(finding("spqr.config.shape_mismatch", "error", f"'{group.name}' is listed in "
+                                    "modules_to_not_convert but holds SpQR tensors", tensor=group.name))
+        try:
+            params = spqr_checks.check_layer(t, config=config, module=group.name)
+            more = spqr_checks.portability_findings(t, m=params["m"], n=params["n"])
+        except QFormatsError as err:
+            findings.append(from_error(err.within(group.name)))
+            continue
+        findings += [f.model_copy(update={"tensor": f"{group.name}.{f.tensor}" if f.tensor else group.name})
+                     for f in more]
+        outliers = spqr_checks.outlier_count(t, m=params["m"], n=params["n"])
+        m, n = params["m"], params["n"]
+        row = {"layer": group.name, "format": "spqr", "bits": 3, "group_size": 16, "in_features": n,
+               "out_features": m, "sparse": params["sparse"], "outliers": outliers,
+               "outlier_fraction": round(outliers / (m * n), 6),
+               "bits_per_weight": round(sum(a.nbytes for a in t.values()) * 8 / (m * n), 4)}
+        if deep:
+            row.update(_stats(group.name, spqr.dequantize(t, m=m, n=n).astype(np.float32), findings))
+        rows.append(row)
+    return rows, findings
+
+
+# -- GGUF / q4_K -----------------------------------------------------------------------------
+
+def _gguf_layers(ckpt: Checkpoint, deep: bool, progress: Progress | None) -> tuple[list[dict[str, Any]], list[Finding]]:
+    from .formats import q4_k
+    from .formats.q4_k.checks import check_blocks
+
+    infos = list(ckpt.gguf.tensors)
+    rows, findings = [], []
+    for i, info in enumerate(infos):
+        _tick(progress, i, len(infos), info.name)
+        if info.type_name != "Q4_K":
+            continue
+        blocks = ckpt.gguf.tensor_rows(info.name)
+        try:
+            check_blocks(blocks, tensor=info.name)
+        except QFormatsError as err:
+            findings.append(from_error(err))
+            continue
+        n = blocks.shape[1] // q4_k.BLOCK_BYTES * q4_k.QK_K
+        row = {"layer": info.name, "format": "q4_k", "bits": 4, "group_size": 32, "in_features": n,
+               "out_features": blocks.shape[0], "bits_per_weight": q4_k.BLOCK_BYTES * 8 / q4_k.QK_K}
+        if deep:
+            row.update(_stats(info.name, q4_k.dequantize(blocks), findings))
+        rows.append(row)
+    other = len(infos) - len(rows)
+    if other:
+        findings.append(finding("checkpoint.layer.unsupported", "info", f"{other} GGUF tensors of other types "
+                                "were size-checked by the reader but not decoded"))
+    return rows, findings
+
+
+# -- shared ----------------------------------------------------------------------------------
+
+def _stats(name: str, w: np.ndarray, findings: list[Finding]) -> dict[str, Any]:
+    """``--deep``: the decoded weight must be finite (QF-5.3); per-layer statistics."""
+    bad = first_nonfinite(w)
+    if bad is not None:
+        findings.append(finding("checkpoint.decode.nonfinite", "error", f"'{name}' decodes to {bad[0]} at "
+                                f"{bad[1]} ({int(np.count_nonzero(~np.isfinite(w)))} non-finite weights)", tensor=name))
+        return {"decoded": "non-finite"}
+    w64 = w.astype(np.float64)
+    return {"mean": float(w64.mean()), "std": float(w64.std()), "max_abs": float(np.abs(w64).max())}
+
+
+def _report(path: str, fmt: str, findings: list[Finding], layers: list[dict[str, Any]]) -> Report:
+    counts = {s: sum(f.severity == s for f in findings) for s in ("error", "warning", "info")}
+    summary = {"layers": len(layers), "errors": counts["error"], "warnings": counts["warning"], "info": counts["info"]}
+    return Report(path=path, verdict="invalid" if counts["error"] else "valid", format=fmt,
+                  findings=findings, layers=layers, summary=summary)

@@ -1,0 +1,140 @@
+"""`qformats validate`: verdicts, finding codes and exit codes on real and sample checkpoints (QF-5)."""
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from qformats.cli import main
+from qformats.errors import QFormatsError
+from qformats.samples import SAMPLES
+from qformats.validate import validate
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+GOLDEN_GPTQ = json.loads((FIXTURES / "third_party" / "gptq" / "manifest.json").read_text())
+
+
+@pytest.mark.parametrize("name", sorted(SAMPLES))
+def test_bundled_samples_get_the_verdict_their_construction_implies(name):
+    """Each sample was built valid, or broken in one named way; --deep finds exactly that."""
+    _, verdict, codes = SAMPLES[name]
+    report = validate(str(FIXTURES / "checkpoints" / name), deep=True)
+    assert report.verdict == verdict
+    assert {f.code for f in report.findings if f.severity == "error"} == set(codes)
+    assert report.summary["layers"] == 2
+
+
+@pytest.mark.parametrize("case", GOLDEN_GPTQ["checkpoints"], ids=lambda c: c["name"])
+def test_real_gptqmodel_checkpoints_get_their_manifest_verdict(case):
+    """GPTQ-8.3: GPTQModel 7.7.0's checkpoints -- valid, and v2 zeros relabelled 'gptq' -- as the manifest says."""
+    report = validate(str(FIXTURES / "third_party" / "gptq" / case["dir"]), deep=True)
+    expected = "valid" if case["kind"] == "valid" else "invalid"
+    assert report.verdict == expected
+    if expected == "invalid":
+        assert {f.code for f in report.findings} == {"gptq.label.mismatch"}
+        assert report.summary["errors"] == 14  # every quantized module
+
+
+def test_real_spqr_checkpoint_is_valid_and_decodes_finite():
+    """SPQR: the spqr_quant-made tiny Llama validates, every layer decoded with --deep."""
+    report = validate(str(FIXTURES / "third_party" / "spqr_quant" / "checkpoints" / "tiny-llama-spqr-csr-actorder"),
+                      deep=True)
+    assert report.verdict == "valid" and report.summary["layers"] == 14
+    assert all("max_abs" in row for row in report.layers)
+
+
+def test_json_output_follows_the_contract(capsys):
+    """DESIGN §4: --json prints {path, verdict, format, findings[code, severity, clause, tensor, message], layers, summary}."""
+    code = main(["validate", "--json", str(FIXTURES / "checkpoints" / "gptq_v2_zeros_labelled_gptq")])
+    doc = json.loads(capsys.readouterr().out)
+    assert code == 1
+    assert set(doc) == {"path", "verdict", "format", "findings", "layers", "summary"}
+    assert set(doc["findings"][0]) == {"code", "severity", "clause", "tensor", "message"}
+    assert doc["findings"][0]["clause"] == "GPTQ-8.3"
+
+
+def test_valid_checkpoint_exits_0(capsys):
+    """Exit 0: valid."""
+    assert main(["validate", str(FIXTURES / "checkpoints" / "gptq_v1_sym_4bit")]) == 0
+    assert "VALID" in capsys.readouterr().out
+
+
+def test_missing_path_exits_2_without_traceback(capsys):
+    """Exit 2: a missing path could not be validated at all."""
+    assert main(["validate", "/nonexistent/ckpt"]) == 2
+    assert "ckpt.path.missing" in capsys.readouterr().err
+
+
+def test_truncated_safetensors_is_a_finding_exit_1(tmp_path, capsys):
+    """A malformed or truncated file is a finding and an invalid verdict (exit 1), never a crash."""
+    src = FIXTURES / "checkpoints" / "gptq_v1_sym_4bit" / "model.safetensors"
+    bad = tmp_path / "model.safetensors"
+    bad.write_bytes(src.read_bytes()[:-100])
+    assert main(["validate", "--json", str(bad)]) == 1
+    assert json.loads(capsys.readouterr().out)["verdict"] == "invalid"
+
+
+def test_awq_checkpoint_is_refused_not_decoded_as_gptq(tmp_path):
+    """QF-5.2: a quant_method qformats does not cover could not be validated (exit 2)."""
+    ckpt = tmp_path / "awq"
+    shutil.copytree(FIXTURES / "checkpoints" / "gptq_v1_sym_4bit", ckpt)
+    config = json.loads((ckpt / "config.json").read_text())
+    config["quantization_config"] = {"quant_method": "awq", "bits": 4, "version": "gemm"}
+    (ckpt / "config.json").write_text(json.dumps(config))
+    with pytest.raises(QFormatsError) as info:
+        validate(str(ckpt))
+    assert info.value.code == "checkpoint.format.unsupported"
+    assert main(["validate", str(ckpt)]) == 2
+
+
+def test_checkpoint_without_quantized_layers_is_invalid(tmp_path):
+    """QF-5.1: "0 layers checked" is never a pass."""
+    import numpy as np
+    from safetensors.numpy import save_file
+
+    save_file({"model.embed_tokens.weight": np.zeros((4, 4), np.float16)}, str(tmp_path / "plain.safetensors"))
+    report = validate(str(tmp_path / "plain.safetensors"))
+    assert report.verdict == "invalid"
+    assert [f.code for f in report.findings] == ["checkpoint.empty"]
+
+
+def test_strict_turns_warnings_into_exit_1(tmp_path):
+    """--strict: warnings make the verdict exit 1 (a config-less GPTQ file warns, GPTQ-6.3 / QF-5.4)."""
+    src = FIXTURES / "checkpoints" / "gptq_v1_sym_4bit" / "model.safetensors"
+    shutil.copy(src, tmp_path / "model.safetensors")
+    assert main(["validate", str(tmp_path / "model.safetensors")]) == 0
+    assert main(["validate", "--strict", str(tmp_path / "model.safetensors")]) == 1
+
+
+def test_dynamic_override_that_leaves_a_module_unquantized_contradicts_its_tensors(tmp_path):
+    """GPTQ-6.6, 6.7: a "-:" rule matching a module that holds GPTQ tensors is a mismatch."""
+    ckpt = tmp_path / "ckpt"
+    shutil.copytree(FIXTURES / "checkpoints" / "gptq_v1_sym_4bit", ckpt)
+    config = json.loads((ckpt / "config.json").read_text())
+    config["quantization_config"]["dynamic"] = {"-:.*down_proj": {}}
+    (ckpt / "config.json").write_text(json.dumps(config))
+    report = validate(str(ckpt))
+    assert [(f.code, f.tensor) for f in report.findings] == [
+        ("gptq.config.tensor_mismatch", "model.layers.0.mlp.down_proj")]
+
+
+def test_config_bits_contradicting_the_tensors_is_reported(tmp_path):
+    """GPTQ-6.7: config bits 8 over 4-bit tensors names the module and both widths."""
+    ckpt = tmp_path / "ckpt"
+    shutil.copytree(FIXTURES / "checkpoints" / "gptq_v1_sym_4bit", ckpt)
+    config = json.loads((ckpt / "config.json").read_text())
+    config["quantization_config"]["bits"] = 8
+    (ckpt / "config.json").write_text(json.dumps(config))
+    report = validate(str(ckpt))
+    assert {f.code for f in report.findings} == {"gptq.config.tensor_mismatch"}
+    assert "config says 8-bit" in report.findings[0].message
+
+
+def test_validate_never_writes_to_its_input(tmp_path):
+    """Validation reads only: every byte of the checkpoint is unchanged afterwards."""
+    ckpt = tmp_path / "ckpt"
+    shutil.copytree(FIXTURES / "checkpoints" / "gptq_v1_zero_underflow_autogptq", ckpt)
+    before = {p.name: p.read_bytes() for p in ckpt.iterdir()}
+    validate(str(ckpt), deep=True)
+    assert {p.name: p.read_bytes() for p in ckpt.iterdir()} == before
