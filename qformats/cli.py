@@ -47,6 +47,47 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     return report.exit_code(strict=args.strict)
 
 
+def _cmd_inspect(args: argparse.Namespace) -> int:
+    from .validate import validate
+
+    report = validate(args.path, deep=True, fmt=args.format)
+    columns = ("layer", "format", "bits", "group_size", "in_features", "out_features", "bits_per_weight",
+               "evidence", "outlier_fraction", "max_abs", "std")
+    present = [c for c in columns if any(c in row for row in report.layers)]
+    table = [[_cell(row.get(c)) for c in present] for row in report.layers]
+    widths = [max(len(c), *(len(r[i]) for r in table)) if table else len(c) for i, c in enumerate(present)]
+    print("  ".join(c.ljust(w) for c, w in zip(present, widths)))
+    for r in table:
+        print("  ".join(v.ljust(w) for v, w in zip(r, widths)))
+    print(f"{report.summary['layers']} layers; verdict {report.verdict} "
+          f"({report.summary['errors']} errors, {report.summary['warnings']} warnings: qformats validate for details)")
+    return 0
+
+
+def _cell(value: object) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+def _cmd_decode(args: argparse.Namespace) -> int:
+    from .tools import decode
+
+    for name in decode(args.path, args.tensor, args.output):
+        print(f"{name} -> {args.output}")
+    return 0
+
+
+def _cmd_convert(args: argparse.Namespace) -> int:
+    from .tools import convert
+
+    done = convert(args.path, args.output, to=args.to, source_version=args.source_version)
+    print(f"converted {done['layers']} GPTQ layers to {args.to}: {args.output}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="qformats", description="Quantized weight formats: spec tools.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -61,6 +102,22 @@ def build_parser() -> argparse.ArgumentParser:
     val.add_argument("--format", default="auto", choices=("auto", "gptq", "spqr", "q4_k"))
     val.add_argument("-v", "--verbose", action="store_true", help="list info findings and more examples")
     val.set_defaults(run=_cmd_validate)
+    ins = sub.add_parser("inspect", help="per-layer table: format, bits, group size, bits/weight, statistics, evidence")
+    ins.add_argument("path")
+    ins.add_argument("--format", default="auto", choices=("auto", "gptq", "spqr", "q4_k"))
+    ins.set_defaults(run=_cmd_inspect)
+    dec = sub.add_parser("decode", help="reference-decode layers into a safetensors file")
+    dec.add_argument("path")
+    dec.add_argument("--tensor", action="append", required=True, help="layer (module) or tensor name; repeatable")
+    dec.add_argument("-o", "--output", required=True)
+    dec.set_defaults(run=_cmd_decode)
+    conv = sub.add_parser("convert", help="rewrite a GPTQ checkpoint's zeros as v2 (lossless) or v1")
+    conv.add_argument("path")
+    conv.add_argument("--to", required=True, choices=("gptq_v2", "gptq"))
+    conv.add_argument("-o", "--output", required=True)
+    conv.add_argument("--source-version", choices=("v1", "v2"),
+                      help="what the stored zeros really are, overriding a wrong checkpoint_format label")
+    conv.set_defaults(run=_cmd_convert)
     return parser
 
 

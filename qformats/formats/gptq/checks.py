@@ -216,8 +216,8 @@ def layer_findings(name: str, layer: Any, *, bits: int, group_size: int | None, 
     findings = g_idx_findings(t["g_idx"], dims.group_size, desc_act=desc_act, tensor=f"{name}.g_idx")
     evidence = label_evidence(t["qzeros"], bits, qweight=t["qweight"], g_idx=t["g_idx"], sym=sym)
     if evidence.verdict not in (declared, "undetermined"):
-        fix = f"qformats convert PATH --to gptq_{evidence.verdict}" if evidence.verdict == "v2" else \
-            "relabel as checkpoint_format 'gptq'"
+        fix = (f"qformats convert PATH --to {'gptq_v2' if evidence.verdict == 'v2' else 'gptq'} "
+               f"--source-version {evidence.verdict} -o OUT")
         findings.append(finding("gptq.label.mismatch", "error",
                                 f"declared {declared} but the zeros say {evidence.verdict}: {evidence.detail}; "
                                 f"readers that use qzeros (vLLM gptq_gemm, AutoGPTQ, exllama) decode it wrongly (fix: {fix})",

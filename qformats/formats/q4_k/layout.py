@@ -16,7 +16,7 @@ a block. Geometry is written as field arithmetic so that it reads like the C str
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -73,7 +73,7 @@ class Q4KTensor(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
     spec_version: ClassVar[str] = "0.1"
 
-    format: str = Field(default="q4_k", pattern="^q4_k$")
+    format: Literal["q4_k"] = "q4_k"
     rows: int = Field(ge=0, description="number of rows (out_features; GGUF ne[1])")
     n: int = Field(gt=0, multiple_of=QK_K, description="weights per row (in_features; GGUF ne[0])")
 

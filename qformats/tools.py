@@ -1,0 +1,186 @@
+"""``qformats decode`` and ``qformats convert``: reference decoding and lossless GPTQ relabelling.
+
+Neither ever writes to its input: outputs go to a temporary sibling and are renamed into place
+only when complete, and an output path inside the input is refused.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from safetensors.numpy import save_file
+
+from .containers.checkpoint import Checkpoint, open_checkpoint
+from .errors import QFormatsError, fail
+from .formats import gptq
+from .formats.gptq.layout import parse_config
+from .validate import group_layers
+
+__all__ = ["decode", "convert"]
+
+
+def _check_output(path: str, out: str) -> Path:
+    src, dst = Path(path).resolve(), Path(out).resolve()
+    if dst == src or src in dst.parents:
+        raise fail("argument.invalid", "output", "outside the input checkpoint (qformats never writes to its input)",
+                   str(out))
+    return dst
+
+
+def _atomic_save(tensors: dict[str, np.ndarray], dst: Path, metadata: dict[str, str] | None = None) -> None:
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{dst.name}.", dir=dst.parent)
+    os.close(fd)
+    try:
+        save_file(tensors, tmp, metadata=metadata)
+        os.replace(tmp, dst)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def _gptq_setup(ckpt: Checkpoint) -> tuple[Any, int | None]:
+    if ckpt.config is None:
+        raise fail("checkpoint.config.missing", "quantization_config", "present to know bits and version",
+                   "no config found")
+    config, _ = parse_config(ckpt.config)
+    return config, config.group_size
+
+
+def decode(path: str, names: list[str], out: str) -> list[str]:
+    """Decode the named layers (or tensors) with the reference reader into one safetensors file.
+
+    GPTQ and q4_K layers become float32 ``(out, in)``; SpQR layers float16 ``(out, in)``.
+    """
+    dst = _check_output(path, out)
+    decoded: dict[str, np.ndarray] = {}
+    with open_checkpoint(path) as ckpt:
+        layers = {g.name: g for g in group_layers(ckpt.tensor_names())[0]}
+        for name in names:
+            layer_name = name.rsplit(".", 1)[0] if name not in layers and name.rsplit(".", 1)[0] in layers else name
+            if ckpt.kind == "gguf":
+                from .formats import q4_k
+
+                info = ckpt.gguf.tensor(name)
+                if info.type_name != "Q4_K":
+                    raise fail("argument.invalid", "tensor", "a Q4_K tensor", f"{name} ({info.type_name})")
+                decoded[name] = q4_k.dequantize(ckpt.gguf.tensor_rows(name))
+                continue
+            if layer_name not in layers:
+                raise fail("argument.invalid", "tensor", f"a quantized layer of this checkpoint "
+                           f"({len(layers)} layers, e.g. {next(iter(layers), 'none')})", name)
+            group = layers[layer_name]
+            t = {suffix: ckpt.tensor(full) for suffix, full in group.tensors.items()}
+            if group.format == "gptq":
+                config, gs = _gptq_setup(ckpt)
+                decoded[f"{layer_name}.weight"] = gptq.dequantize(t, bits=config.bits, version=config.version,
+                                                                   group_size=gs)
+            else:
+                from .formats import spqr
+
+                decoded[f"{layer_name}.weight"] = spqr.dequantize(t)
+    _atomic_save({k: np.ascontiguousarray(v) for k, v in decoded.items()}, dst,
+                 metadata={"producer": "qformats decode"})
+    return sorted(decoded)
+
+
+def _converted_config(raw: dict[str, Any], target: str) -> dict[str, Any]:
+    out = dict(raw)
+    label = "gptq_v2" if target == "v2" else "gptq"
+    for key in ("checkpoint_format", "format"):
+        if key in out or key == "checkpoint_format":
+            out[key] = label
+    return out
+
+
+VERSIONS = {"gptq_v2": "v2", "v2": "v2", "gptq": "v1", "gptq_v1": "v1", "v1": "v1"}
+
+
+def convert(path: str, out: str, *, to: str, source_version: str | None = None) -> dict[str, int]:
+    """Re-express every GPTQ layer's zeros in the other version (GPTQ-7); config relabelled.
+
+    v1 -> v2 is lossless; v2 -> v1 is refused, with the count, when a zero point is 0
+    (GPTQ-7.2). ``source_version`` overrides the config's label for a mislabelled checkpoint
+    (GPTQ-8.3): when it equals the target only the label changes, the tensors are copied.
+    Without it, a layer whose zeros exactly contradict the label is refused, since converting
+    fields the label misnames would shift every zero point by one. Non-GPTQ tensors and every
+    other file are copied unchanged.
+    """
+    target = VERSIONS.get(to)
+    if target is None:
+        raise fail("argument.invalid", "to", "gptq_v2 or gptq", to)
+    dst = _check_output(path, out)
+    with open_checkpoint(path) as ckpt:
+        if ckpt.kind == "gguf":
+            raise fail("argument.invalid", "path", "a GPTQ safetensors checkpoint", "a GGUF file")
+        config, gs = _gptq_setup(ckpt)
+        source = VERSIONS.get(source_version or config.version)
+        if source is None:
+            raise fail("argument.invalid", "source_version", "v1 or v2", source_version)
+        if source == target and source_version is None:
+            raise fail("argument.invalid", "to", f"a version other than the checkpoint's ({config.version})", to)
+        layers = [g for g in group_layers(ckpt.tensor_names())[0] if g.format == "gptq"]
+        converted = {}
+        for group in layers:
+            t = {suffix: ckpt.tensor(full) for suffix, full in group.tensors.items()}
+            if source_version is None:
+                _refuse_mislabelled(group.name, t, config)
+            if source == target:
+                continue
+            try:
+                layer = gptq.convert(t, bits=config.bits, to=target, group_size=gs)
+            except QFormatsError as err:
+                raise err.within(group.name) from None
+            converted[group.tensors["qzeros"]] = np.ascontiguousarray(layer.qzeros)
+        stage = Path(tempfile.mkdtemp(prefix=f".{dst.name}.", dir=dst.parent if dst.parent.exists() else None))
+        try:
+            _write_converted(ckpt, stage, converted, target)
+            if dst.exists():
+                raise fail("argument.invalid", "output", "a path that does not exist yet", str(out))
+            single_file = Path(path).is_file()
+            os.replace(stage / Path(path).name if single_file else stage, dst)
+        finally:
+            shutil.rmtree(stage, ignore_errors=True)
+    return {"layers": len(layers)}
+
+
+def _refuse_mislabelled(name: str, t: dict[str, np.ndarray], config: Any) -> None:
+    from .formats.gptq.evidence import label_evidence
+
+    evidence = label_evidence(t["qzeros"], config.bits, sym=config.sym)
+    if evidence.method == "symmetric-exact" and evidence.verdict != config.version:
+        raise fail("gptq.label.mismatch", f"{name}.qzeros",
+                   f"{config.version} fields as the label says (pass --source-version {evidence.verdict} "
+                   "to relabel without changing them)", f"{evidence.verdict} fields: {evidence.detail}")
+
+
+def _write_converted(ckpt: Checkpoint, stage: Path, converted: dict[str, np.ndarray], target: str) -> None:
+    src_root = Path(ckpt.path) if Path(ckpt.path).is_dir() else Path(ckpt.path).parent
+    for file in ckpt.files:
+        names = [n for n in ckpt.tensor_names() if ckpt.file_of(n) == file]
+        if not any(n in converted for n in names):  # untouched shard: the very same bytes
+            shutil.copyfile(file, stage / Path(file).name)
+            continue
+        tensors = {n: converted.get(n, ckpt.tensor(n)) for n in names}
+        header = ckpt.headers[file]
+        save_file({k: np.ascontiguousarray(v) for k, v in tensors.items()}, str(stage / Path(file).name),
+                  metadata=header.metadata)
+    if not Path(ckpt.path).is_dir():
+        return
+    for item in src_root.iterdir():
+        if item.is_file() and not item.name.endswith(".safetensors"):
+            if item.name in ("config.json", "quantize_config.json", "quant_config.json"):
+                raw = json.loads(item.read_text())
+                if item.name == "config.json" and "quantization_config" in raw:
+                    raw["quantization_config"] = _converted_config(raw["quantization_config"], target)
+                elif item.name != "config.json":
+                    raw = _converted_config(raw, target)
+                (stage / item.name).write_text(json.dumps(raw, indent=2) + "\n")
+            else:
+                shutil.copy2(item, stage / item.name)

@@ -1,0 +1,88 @@
+"""Q4K-4 / Q4K-3 against a live ggml build (opt-in): random inputs, byte-exact and bit-exact.
+
+Set QFORMATS_GGML_LIB to an existing ggml shared library (e.g. a llama.cpp release's ggml-base)
+exporting ``quantize_q4_K`` and ``dequantize_row_q4_K``, built without FMA contraction (Q4K-4.1).
+ggml before 2025-06 (b9061570) also needs ``ggml_init`` to have run. Without the variable the tests are skipped; the golden tests cover CI.
+"""
+
+import ctypes
+import os
+
+import numpy as np
+import pytest
+
+from qformats.formats import q4_k
+from q4k_golden import bits, load
+
+LIB_PATH = os.environ.get("QFORMATS_GGML_LIB")
+pytestmark = pytest.mark.skipif(not LIB_PATH, reason="set QFORMATS_GGML_LIB to a ggml build to run")
+
+
+@pytest.fixture(scope="module")
+def ggml():
+    lib = ctypes.CDLL(LIB_PATH)
+    lib.quantize_q4_K.restype = ctypes.c_size_t
+    lib.quantize_q4_K.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p]
+    lib.dequantize_row_q4_K.restype = None
+    lib.dequantize_row_q4_K.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64]
+
+    def quantize(x, w=None):
+        x = np.ascontiguousarray(x, np.float32)
+        out = np.zeros((x.shape[0], x.shape[1] // 256 * 144), np.uint8)
+        w = None if w is None else np.ascontiguousarray(w, np.float32)
+        lib.quantize_q4_K(x.ctypes.data, out.ctypes.data, x.shape[0], x.shape[1], None if w is None else w.ctypes.data)
+        return out
+
+    def dequantize(b):
+        b = np.ascontiguousarray(b, np.uint8)
+        y = np.zeros((b.shape[0], b.shape[1] // 144 * 256), np.float32)
+        lib.dequantize_row_q4_K(b.ctypes.data, y.ctypes.data, y.size)
+        return y
+
+    # the library itself must reproduce the golden bytes, or it is not a valid oracle (FMA build, old ggml)
+    assert (quantize(load("main_input_f32.npy")) == load("main_q4k_blocks_u8.npy")).all()
+    return quantize, dequantize
+
+
+def _inputs(rng, kind):
+    x = {
+        "gaussian": lambda: rng.standard_normal((8, 1024)),
+        "student-t": lambda: rng.standard_t(2, (8, 1024)),
+        "positive": lambda: rng.uniform(0, 1, (8, 1024)),
+        "grid": lambda: np.round(rng.standard_normal((8, 1024)) * 4) / 4,
+        "mixed-subblocks": lambda: rng.standard_normal((8, 1024))
+        * np.repeat(10.0 ** rng.integers(-8, 8, (8, 32)), 32, axis=1),
+    }[kind]()
+    x = (x * 10.0 ** rng.uniform(-12, 12, (8, 1))).astype(np.float32)
+    specials = np.array([np.nan, np.inf, -np.inf, 1e-45, 3e38, -0.0], np.float32)
+    mask = rng.random(x.shape) < 0.002
+    x[mask] = rng.choice(specials, mask.sum())
+    return x
+
+
+KINDS = ["gaussian", "student-t", "positive", "grid", "mixed-subblocks"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_reference_encoder_matches_ggml_on_random_input(ggml, kind):
+    """Q4K-4.3: byte-identical to quantize_row_q4_K_ref on random rows, specials included."""
+    rng = np.random.default_rng(KINDS.index(kind))
+    for _ in range(20):
+        x = _inputs(rng, kind)
+        np.testing.assert_array_equal(q4_k.quantize(x), ggml[0](x))
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_importance_encoder_matches_ggml_on_random_input(ggml, kind):
+    """Q4K-4.6: byte-identical to quantize_row_q4_K_impl on random rows and importance vectors."""
+    rng = np.random.default_rng(100 + KINDS.index(kind))
+    for _ in range(20):
+        x = _inputs(rng, kind)
+        w = (rng.gamma(2.0, 1.0, 1024) * 10.0 ** rng.uniform(-3, 3)).astype(np.float32)
+        np.testing.assert_array_equal(q4_k.quantize(x, importance=w), ggml[0](x, w))
+
+
+def test_decoder_matches_ggml_on_random_bytes(ggml):
+    """Q4K-3.1: bit-identical to dequantize_row_q4_K on random bytes, invalid blocks included."""
+    blocks = np.random.default_rng(9).integers(0, 256, (64, 64 * 144), dtype=np.uint8)
+    np.testing.assert_array_equal(bits(q4_k.dequantize(blocks)), bits(ggml[1](blocks)))

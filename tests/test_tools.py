@@ -1,0 +1,103 @@
+"""`qformats inspect`, `decode` and `convert` (DESIGN.md §4); none writes to its input."""
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from safetensors.numpy import load_file
+
+from qformats.cli import main
+from qformats.errors import QFormatsError
+from qformats.formats import gptq
+from qformats.tools import convert, decode
+from qformats.validate import validate
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+MISLABELLED = FIXTURES / "third_party" / "gptq" / "checkpoints" / "neg_b4_sym_v2_zeros_labelled_gptq"
+VALID_V1 = FIXTURES / "third_party" / "gptq" / "checkpoints" / "e2e_b4_sym_g32_gptq"
+
+
+def test_convert_relabels_the_real_mislabelled_checkpoint_without_touching_tensors(tmp_path):
+    """GPTQ-8.3 "the fix is qformats convert": v2 fields relabelled gptq_v2, tensors unchanged, then valid."""
+    out = tmp_path / "fixed"
+    assert main(["convert", str(MISLABELLED), "--to", "gptq_v2", "--source-version", "v2", "-o", str(out)]) == 0
+    assert validate(str(out)).verdict == "valid"
+    assert json.loads((out / "config.json").read_text())["quantization_config"]["checkpoint_format"] == "gptq_v2"
+    assert (out / "model.safetensors").read_bytes() == (MISLABELLED / "model.safetensors").read_bytes()
+
+
+def test_convert_refuses_to_shift_fields_the_label_misnames(tmp_path):
+    """GPTQ-8.3: adding 1 to v2 fields labelled v1 would make every zero one too high; refused."""
+    with pytest.raises(QFormatsError) as info:
+        convert(str(MISLABELLED), str(tmp_path / "out"), to="gptq_v2")
+    assert info.value.code == "gptq.label.mismatch"
+    assert "--source-version v2" in info.value.message
+    assert not (tmp_path / "out").exists()
+
+
+def test_convert_v1_to_v2_is_lossless(tmp_path):
+    """GPTQ-7.1: per-field v1 -> v2 keeps every decoded weight bit for bit."""
+    out = tmp_path / "v2"
+    convert(str(VALID_V1), str(out), to="gptq_v2")
+    before, after = load_file(str(VALID_V1 / "model.safetensors")), load_file(str(out / "model.safetensors"))
+    module = "model.layers.1.mlp.up_proj"
+    layer = {k: before[f"{module}.{k}"] for k in ("qweight", "qzeros", "scales", "g_idx")}
+    layer2 = {k: after[f"{module}.{k}"] for k in ("qweight", "qzeros", "scales", "g_idx")}
+    np.testing.assert_array_equal(gptq.dequantize(layer, bits=4, version="v1"),
+                                  gptq.dequantize(layer2, bits=4, version="v2"))
+    assert set(before) == set(after)
+
+
+def test_convert_v2_to_v1_refuses_zero_point_zero_with_the_count(tmp_path):
+    """GPTQ-7.2: v2 -> v1 "refused with the count" when a zero point is 0."""
+    ckpt = tmp_path / "ckpt"
+    shutil.copytree(FIXTURES / "checkpoints" / "gptq_v1_sym_4bit", ckpt)
+    tensors = load_file(str(ckpt / "model.safetensors"))
+    name = "model.layers.0.mlp.down_proj.qzeros"
+    tensors[name] = np.zeros_like(tensors[name])  # every v2 zero 0
+    from safetensors.numpy import save_file
+
+    save_file(tensors, str(ckpt / "model.safetensors"))
+    config = json.loads((ckpt / "config.json").read_text())
+    config["quantization_config"]["checkpoint_format"] = "gptq_v2"
+    (ckpt / "config.json").write_text(json.dumps(config))
+    with pytest.raises(QFormatsError) as info:
+        convert(str(ckpt), str(tmp_path / "out"), to="gptq")
+    assert info.value.code == "gptq.zero.v2_not_representable_in_v1"
+    assert info.value.tensor == "model.layers.0.mlp.down_proj.qzeros"
+    assert "256 zero points of 0" in info.value.message
+    assert not (tmp_path / "out").exists()
+
+
+def test_output_inside_the_input_is_refused(tmp_path):
+    """No command ever writes to its input."""
+    ckpt = tmp_path / "ckpt"
+    shutil.copytree(FIXTURES / "checkpoints" / "gptq_v1_sym_4bit", ckpt)
+    assert main(["convert", str(ckpt), "--to", "gptq_v2", "-o", str(ckpt / "sub")]) == 2
+    assert sorted(p.name for p in ckpt.iterdir()) == ["config.json", "model.safetensors"]
+
+
+def test_decode_writes_the_reference_weight(tmp_path):
+    """decode: a layer's reference dequantization, float32 (out, in), into a new safetensors file."""
+    out = tmp_path / "w.safetensors"
+    names = decode(str(FIXTURES / "checkpoints" / "gptq_v1_sym_4bit"), ["model.layers.0.mlp.down_proj"], str(out))
+    assert names == ["model.layers.0.mlp.down_proj.weight"]
+    w = load_file(str(out))["model.layers.0.mlp.down_proj.weight"]
+    assert (w.dtype, w.shape) == (np.float32, (64, 128))
+
+
+def test_decode_unknown_layer_is_exit_2(tmp_path, capsys):
+    """Bad usage (a layer the checkpoint lacks) could not run: exit 2 with the code."""
+    assert main(["decode", str(FIXTURES / "checkpoints" / "spqr_csr"), "--tensor", "nope",
+                 "-o", str(tmp_path / "x.safetensors")]) == 2
+    assert "argument.invalid" in capsys.readouterr().err
+
+
+def test_inspect_prints_one_row_per_layer(capsys):
+    """inspect: a per-layer table with format, bits, group size and bits per weight."""
+    assert main(["inspect", str(FIXTURES / "checkpoints" / "q4_k.gguf")]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].split()[:4] == ["layer", "format", "bits", "group_size"]
+    assert len(out) == 4 and "4.5" in out[1]
