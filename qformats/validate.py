@@ -217,12 +217,56 @@ def _gptq_layers(ckpt: Checkpoint, layers: list[LayerGroup], deep: bool,
                                                sym=params["sym"])
         findings += more
         if deep and not any(f.severity == "error" and f.tensor and f.tensor.startswith(group.name) for f in more):
-            from .formats import gptq
-
-            row.update(_stats(group.name, gptq.dequantize(t, bits=params["bits"], version=params["version"],
-                                                         group_size=gs), findings))
+            row.update(_gptq_deep_stats(group.name, t, params["bits"], params["version"], row["group_size"], findings))
         rows.append(row)
     return rows, findings
+
+
+DEEP_CHUNK_COLUMNS = 1024  # output columns decoded at once: bounds --deep memory to ~K * 1024 floats
+
+
+def _gptq_deep_stats(name: str, t: dict[str, np.ndarray], bits: int, version: str, group_size: int,
+                     findings: list[Finding]) -> dict[str, Any]:
+    """Decode a GPTQ layer in slices of whole 32-column words and fold the statistics."""
+    from .formats import gptq
+
+    n = t["scales"].shape[1]
+    acc = _Moments()
+    for start in range(0, n, DEEP_CHUNK_COLUMNS):
+        stop = min(n, start + DEEP_CHUNK_COLUMNS)
+        part = {"qweight": t["qweight"][:, start:stop], "scales": t["scales"][:, start:stop], "g_idx": t.get("g_idx"),
+                "qzeros": t["qzeros"][:, start * bits // 32: stop * bits // 32]}
+        acc.add(gptq.dequantize(part, bits=bits, version=version, group_size=group_size))
+    return acc.result(name, findings)
+
+
+class _Moments:
+    """Running count, sum, sum of squares, max |w| and non-finite count over decoded slices."""
+
+    def __init__(self) -> None:
+        self.count, self.total, self.squares, self.max_abs, self.bad = 0, 0.0, 0.0, 0.0, 0
+        self.first_bad: tuple[str, list[int]] | None = None
+
+    def add(self, w: np.ndarray) -> None:
+        finite = np.isfinite(w)
+        if not finite.all():
+            self.bad += int(w.size - np.count_nonzero(finite))
+            self.first_bad = self.first_bad or first_nonfinite(w)
+            w = np.where(finite, w, 0)
+        w64 = w.astype(np.float64)
+        self.count += w.size
+        self.total += float(w64.sum())
+        self.squares += float(np.square(w64).sum())
+        self.max_abs = max(self.max_abs, float(np.abs(w64).max(initial=0.0)))
+
+    def result(self, name: str, findings: list[Finding]) -> dict[str, Any]:
+        if self.bad:
+            findings.append(finding("checkpoint.decode.nonfinite", "error", f"'{name}' decodes to "
+                                    f"{self.first_bad[0]} ({self.bad} non-finite weights)", tensor=name))
+            return {"decoded": "non-finite"}
+        mean = self.total / max(self.count, 1)
+        return {"mean": mean, "std": float(np.sqrt(max(self.squares / max(self.count, 1) - mean * mean, 0.0))),
+                "max_abs": self.max_abs}
 
 
 # -- SpQR ------------------------------------------------------------------------------------
@@ -276,6 +320,10 @@ def _gguf_layers(ckpt: Checkpoint, deep: bool, progress: Progress | None) -> tup
 
     infos = list(ckpt.gguf.tensors)
     rows, findings = [], []
+    try:
+        ckpt.gguf.check_data()  # the container's own data rules (GGUF-6), skipped when it was opened
+    except QFormatsError as err:
+        return [], [from_error(err)]
     for i, info in enumerate(infos):
         _tick(progress, i, len(infos), info.name)
         if info.type_name != "Q4_K":
@@ -303,13 +351,9 @@ def _gguf_layers(ckpt: Checkpoint, deep: bool, progress: Progress | None) -> tup
 
 def _stats(name: str, w: np.ndarray, findings: list[Finding]) -> dict[str, Any]:
     """``--deep``: the decoded weight must be finite (QF-5.3); per-layer statistics."""
-    bad = first_nonfinite(w)
-    if bad is not None:
-        findings.append(finding("checkpoint.decode.nonfinite", "error", f"'{name}' decodes to {bad[0]} at "
-                                f"{bad[1]} ({int(np.count_nonzero(~np.isfinite(w)))} non-finite weights)", tensor=name))
-        return {"decoded": "non-finite"}
-    w64 = w.astype(np.float64)
-    return {"mean": float(w64.mean()), "std": float(w64.std()), "max_abs": float(np.abs(w64).max())}
+    acc = _Moments()
+    acc.add(w)
+    return acc.result(name, findings)
 
 
 def _report(path: str, fmt: str, findings: list[Finding], layers: list[dict[str, Any]]) -> Report:

@@ -1,0 +1,488 @@
+"""Checkpoint discovery: one safetensors file, a directory, a sharded directory, or a GGUF file.
+
+(spec/checkpoints.md, clauses CKPT-1 to CKPT-4.) :func:`open_checkpoint` turns a path into a
+:class:`Checkpoint`: which weight files make it up, the header of each (validated by
+:mod:`qformats.containers.safetensors` or :mod:`qformats.containers.gguf`), which config files hold
+a quantization config, and a name -> tensor view that memory-maps one tensor at a time::
+
+    with open_checkpoint("ckpt_dir") as ckpt:     # raises QFormatsError
+        ckpt.kind                                 # "safetensors" | "sharded" | "gguf"
+        ckpt.configs[0].file, ckpt.configs[0].config   # where a quantization config was found
+        for name in ckpt.tensor_names():
+            info = ckpt.tensor_info(name)         # st TensorInfo or GGUFTensorInfo
+            arr = ckpt.tensor(name)               # read-only, memory-mapped
+        ckpt.findings                             # warnings (Finding), e.g. pickles skipped
+
+Errors split in two (DESIGN.md §4 exit codes). A code in :data:`COULD_NOT_RUN_CODES` means the
+path could not be read at all (missing, unreadable, symlink loop, nothing that looks like a model):
+exit 2. Every other error code is a malformed or inconsistent checkpoint: a finding, verdict
+invalid, exit 1. Codes in :data:`WARNING_CODES` never raise; they arrive in ``findings``.
+
+Pickle files (``.bin``, ``.pt``, ``.pth``, ``.pkl``, ``.ckpt``, or pickle/zip magic bytes) are
+never opened beyond their first four bytes: loading one executes arbitrary code (QF-1.2).
+Reading is bounded: safetensors headers are O(header), index and config files are capped at
+100 MB, tensor data is only ever memory-mapped on request.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any, ClassVar, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict
+
+from ..errors import QFormatsError, fail
+from ..findings import Finding, finding
+from . import safetensors as st
+
+__all__ = [
+    "Checkpoint", "ConfigSource", "open_checkpoint", "COULD_NOT_RUN_CODES", "WARNING_CODES",
+    "PICKLE_SUFFIXES", "CONFIG_FILES", "MAX_JSON_SIZE", "SCHEMA_MODELS",
+]
+
+CKPT_SPEC_VERSION = "0.1"
+PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".ckpt")
+# (file name, key holding the quantization config or None for the whole file), in the order
+# qformats lists them: transformers/vLLM read config.json first, AutoGPTQ/GPTQModel the others.
+CONFIG_FILES: tuple[tuple[str, str | None], ...] = (
+    ("config.json", "quantization_config"), ("quantize_config.json", None), ("quant_config.json", None))
+INDEX_SUFFIX = ".safetensors.index.json"
+PREFERRED_INDEX = "model.safetensors.index.json"
+MAX_JSON_SIZE = 100_000_000          # index and config files; the safetensors header cap
+_PICKLE_MAGIC = (b"\x80\x02", b"\x80\x03", b"\x80\x04", b"\x80\x05")   # PROTO opcode, protocol 2..5
+_ZIP_MAGIC = b"PK\x03\x04"           # torch.save's zip container holds a pickle
+_GGUF_MAGIC = b"GGUF"
+
+COULD_NOT_RUN_CODES = frozenset({"ckpt.path.missing", "ckpt.path.unreadable", "ckpt.path.symlink_loop",
+                                 "ckpt.no_model"})
+WARNING_CODES = st.WARNING_CODES | frozenset({
+    "ckpt.pickle.skipped", "ckpt.index.tensor_unlisted", "ckpt.index.shard_unlisted",
+    "ckpt.index.total_size", "ckpt.config.none", "ckpt.config.conflict"})
+
+Kind = Literal["safetensors", "sharded", "gguf"]
+
+
+class ConfigSource(BaseModel):
+    """A file that holds a quantization config: ``key`` is where in it (None: the whole file)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    spec_version: ClassVar[str] = CKPT_SPEC_VERSION
+
+    file: str
+    key: str | None
+    config: dict[str, Any]
+
+
+SCHEMA_MODELS = (ConfigSource,)
+
+
+def _err(code: str, subject: str | None, constraint: str, actual: Any, file: str) -> QFormatsError:
+    return fail(code, subject, constraint, actual).with_file(file)
+
+
+def _stat(path: str) -> os.stat_result:
+    try:
+        return os.stat(path)
+    except OSError as exc:
+        raise st._path_error(exc, path) from None
+
+
+def _read_bounded(path: str, code: str) -> bytes:
+    """A whole small file (index or config), refused above MAX_JSON_SIZE before reading."""
+    size = _stat(path).st_size
+    if size > MAX_JSON_SIZE:
+        raise _err(code, os.path.basename(path), f"at most {MAX_JSON_SIZE} bytes", size, path)
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(size)  # read(n) preallocates n bytes: never pass the cap itself
+    except OSError as exc:
+        raise st._path_error(exc, path) from None
+
+
+def _load_json(path: str, code: str, *, pairs: bool = False) -> Any:
+    raw = _read_bounded(path, code)
+    hook = {"object_pairs_hook": st._Obj} if pairs else {}
+    try:
+        return json.loads(raw.decode("utf-8"), **hook)
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise _err(code, os.path.basename(path), "UTF-8 JSON", str(exc)[:200], path) from None
+
+
+def _sniff(path: str) -> bytes:
+    """The first 16 bytes of a regular file, or b'' when it cannot be read (then it is no candidate)."""
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(16)
+    except OSError:
+        return b""
+
+
+def _is_pickle_bytes(head: bytes) -> bool:
+    return head[:2] in _PICKLE_MAGIC or head.startswith(_ZIP_MAGIC)
+
+
+def _refuse_pickle(path: str, why: str) -> QFormatsError:
+    return _err("ckpt.pickle.refused", os.path.basename(path),
+                "safetensors or GGUF weights (pickles execute code when loaded and are never opened)", why, path)
+
+
+class Checkpoint:
+    """A discovered, header-validated checkpoint. Holds no tensor data until :meth:`tensor`.
+
+    Attributes:
+        kind: ``"safetensors"`` (one file, or an unindexed directory of them), ``"sharded"``
+            (a directory with a ``*.safetensors.index.json``) or ``"gguf"``.
+        path: the path given. ``files``: the weight files, in order. ``index_file``: or None.
+        configs: every :class:`ConfigSource` found, in :data:`CONFIG_FILES` order.
+        model_config: the whole ``config.json`` when there is one, else None.
+        headers: file -> :class:`~qformats.containers.safetensors.SafetensorsHeader`.
+        gguf: the open :class:`~qformats.containers.gguf.GGUFFile` for ``kind == "gguf"``.
+        findings: warnings (codes in :data:`WARNING_CODES`), never errors.
+    """
+
+    def __init__(self, *, kind: Kind, path: str, files: tuple[str, ...], index_file: str | None = None,
+                 configs: tuple[ConfigSource, ...] = (), model_config: dict[str, Any] | None = None,
+                 headers: dict[str, st.SafetensorsHeader] | None = None, where: dict[str, str] | None = None,
+                 gguf: Any = None, findings: tuple[Finding, ...] = ()) -> None:
+        self.kind = kind
+        self.path = path
+        self.files = files
+        self.index_file = index_file
+        self.configs = configs
+        self.model_config = model_config
+        self.headers: Mapping[str, st.SafetensorsHeader] = MappingProxyType(headers or {})
+        self.gguf = gguf
+        self.findings = findings
+        if gguf is not None:
+            where = {t.name: files[0] for t in gguf.tensors}
+        self._where: dict[str, str] = dict(where or {})
+
+    @property
+    def config(self) -> dict[str, Any] | None:
+        """The first quantization config found (:data:`CONFIG_FILES` order), or None."""
+        return self.configs[0].config if self.configs else None
+
+    def tensor_names(self) -> list[str]:
+        """Every tensor name, sorted."""
+        return sorted(self._where)
+
+    def file_of(self, name: str) -> str:
+        """The weight file holding ``name``."""
+        try:
+            return self._where[name]
+        except KeyError:
+            raise _err("tensor.missing", name, f"a tensor of this checkpoint ({len(self._where)} tensors)",
+                       "absent", self.path) from None
+
+    def tensor_info(self, name: str) -> Any:
+        """The validated header entry: safetensors ``TensorInfo`` or ``GGUFTensorInfo``."""
+        file = self.file_of(name)
+        if self.gguf is not None:
+            return self.gguf.tensor(name)
+        return self.headers[file].tensors[name]
+
+    def tensor(self, name: str) -> np.ndarray:
+        """One tensor, memory-mapped read-only (safetensors: see ``open_tensor`` for BF16/F8).
+
+        GGUF: plain types (F32, F16, BF16 widened to float32, integers) as arrays in NumPy shape;
+        block-quantized types as their ``(rows, row_bytes)`` uint8 block rows.
+        """
+        file = self.file_of(name)
+        if self.gguf is None:
+            return st.open_tensor(self.headers[file], name)
+        try:
+            return self.gguf.tensor_array(name)
+        except QFormatsError as exc:
+            if exc.code != "argument.invalid":
+                raise
+            return self.gguf.tensor_rows(name)
+
+    def close(self) -> None:
+        if self.gguf is not None:
+            self.gguf.close()
+
+    def __enter__(self) -> Checkpoint:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return (f"Checkpoint({self.path!r}, kind={self.kind!r}, files={len(self.files)}, "
+                f"tensors={len(self._where)}, configs={[c.file for c in self.configs]})")
+
+
+# -- single files ----------------------------------------------------------------------------
+
+def _open_gguf(file: str, path: str) -> Checkpoint:
+    from . import gguf  # lazy: the GGUF reader is only needed for GGUF input
+
+    try:
+        gf = gguf.read_gguf(file, check_data=False)  # payload checks belong to the format validator
+    except OSError as exc:
+        raise st._path_error(exc, file) from None
+    ckpt = Checkpoint(kind="gguf", path=path, files=(file,), gguf=gf)
+    if not ckpt.tensor_names():
+        ckpt.close()
+        raise _err("ckpt.tensors.none", None, "a checkpoint with at least one tensor", "0 tensors", file)
+    return ckpt
+
+
+def _open_file(file: str) -> Checkpoint:
+    """CKPT-2.1: the file's kind from its name, else from its first bytes."""
+    name = os.path.basename(file).lower()
+    if name.endswith(INDEX_SUFFIX):
+        return _open_dir(os.path.dirname(file) or ".", index=os.path.basename(file), path=file)
+    if name.endswith(".safetensors"):
+        return _from_safetensors((file,), path=file)
+    if name.endswith(".gguf"):
+        return _open_gguf(file, file)
+    if name.endswith(PICKLE_SUFFIXES):
+        raise _refuse_pickle(file, f"a {os.path.splitext(name)[1]} file")
+    head = _sniff(file)
+    if head.startswith(_GGUF_MAGIC):
+        return _open_gguf(file, file)
+    if _is_pickle_bytes(head):
+        raise _refuse_pickle(file, f"pickle/zip magic bytes {head[:4]!r}")
+    if len(head) > 8 and head[8:9] in (b"{", b" ", b"\t", b"\n", b"\r"):
+        return _from_safetensors((file,), path=file)
+    raise _err("ckpt.no_model", os.path.basename(file), "a .safetensors, .gguf or checkpoint directory",
+               "a file of unknown kind", file)
+
+
+def _from_safetensors(files: tuple[str, ...], *, path: str,
+                      configs: tuple[ConfigSource, ...] = (), model_config: dict[str, Any] | None = None,
+                      findings: list[Finding] | None = None) -> Checkpoint:
+    """CKPT-2.4, 2.5: unindexed files; a tensor name may occur in one file only."""
+    headers = {f: st.read_header(f) for f in files}
+    where: dict[str, str] = {}
+    for f, header in headers.items():
+        for name in header.tensors:
+            if name in where:
+                raise _err("ckpt.tensor.duplicate", name, "in one weight file only",
+                           f"in {os.path.basename(where[name])} and {os.path.basename(f)}", path)
+            where[name] = f
+    if not where:
+        raise _err("ckpt.tensors.none", None, "a checkpoint with at least one tensor", "0 tensors", path)
+    found = list(findings or [])
+    for header in headers.values():
+        found.extend(header.findings)
+    return Checkpoint(kind="safetensors", path=path, files=files, configs=configs, model_config=model_config,
+                      headers=headers, where=where, findings=tuple(found))
+
+
+# -- configs ---------------------------------------------------------------------------------
+
+def _discover_configs(directory: str, names: set[str]) -> tuple[tuple[ConfigSource, ...], dict | None, list[Finding]]:
+    """CKPT-4: every config file that holds a quantization config, and their disagreements."""
+    sources: list[ConfigSource] = []
+    model_config = None
+    for fname, key in CONFIG_FILES:
+        if fname not in names:
+            continue
+        path = os.path.join(directory, fname)
+        data = _load_json(path, "ckpt.config.json")
+        if not isinstance(data, dict):
+            raise _err("ckpt.config.json", fname, "a JSON object", type(data).__name__, path)
+        if key is not None:
+            model_config = data
+            if key not in data or data[key] is None:
+                continue
+            data = data[key]
+            if not isinstance(data, dict):
+                raise _err("ckpt.config.json", f"{fname}[{key!r}]", "a JSON object", type(data).__name__, path)
+        sources.append(ConfigSource(file=path, key=key, config=data))
+    findings: list[Finding] = []
+    if not sources:
+        findings.append(finding("ckpt.config.none", "warning",
+                                "no quantization config: none of config.json['quantization_config'], "
+                                "quantize_config.json, quant_config.json"))
+    for i, a in enumerate(sources):
+        for b in sources[i + 1:]:
+            differ = sorted(k for k in a.config.keys() & b.config.keys() if a.config[k] != b.config[k])
+            if differ:
+                findings.append(finding("ckpt.config.conflict", "warning",
+                                        f"{os.path.basename(a.file)} and {os.path.basename(b.file)} disagree on "
+                                        f"{differ}; AutoGPTQ/GPTQModel read quantize_config.json first, "
+                                        "transformers/vLLM read config.json first"))
+    return tuple(sources), model_config, findings
+
+
+# -- directories -----------------------------------------------------------------------------
+
+def _listing(directory: str) -> dict[str, str]:
+    """Regular files of a directory (symlinks followed), name -> path; unreadable entries skipped."""
+    try:
+        names = sorted(os.listdir(directory))
+    except OSError as exc:
+        raise st._path_error(exc, directory) from None
+    files = {}
+    for name in names:
+        path = os.path.join(directory, name)
+        try:
+            if stat.S_ISREG(os.stat(path).st_mode):
+                files[name] = path
+        except OSError:
+            continue  # a dangling link or loop: not a candidate (an index naming it reports it)
+    return files
+
+
+def _pickles(files: dict[str, str]) -> list[str]:
+    """CKPT-2.2: pickle files by suffix, or by pickle/zip magic for names we do not recognise."""
+    known = (".safetensors", ".gguf", ".json")
+    out = []
+    for name, path in files.items():
+        low = name.lower()
+        if low.endswith(PICKLE_SUFFIXES) or (not low.endswith(known) and _is_pickle_bytes(_sniff(path))):
+            out.append(path)
+    return out
+
+
+def _open_dir(directory: str, *, index: str | None = None, path: str | None = None) -> Checkpoint:
+    path = path or directory
+    files = _listing(directory)
+    indexes = [n for n in files if n.endswith(INDEX_SUFFIX)]
+    weights = [n for n in files if n.endswith(".safetensors")]
+    ggufs = [n for n in files if n.lower().endswith(".gguf")]
+    pickles = _pickles(files)
+    if index is None and len(indexes) > 1:
+        if PREFERRED_INDEX not in indexes:
+            raise _err("ckpt.index.ambiguous", None, f"one index file or one named {PREFERRED_INDEX}",
+                       indexes, directory)
+        index = PREFERRED_INDEX
+    elif index is None and indexes:
+        index = indexes[0]
+    if index is None and not weights:
+        if len(ggufs) == 1:
+            return _open_gguf(files[ggufs[0]], path)
+        if pickles:
+            raise _refuse_pickle(pickles[0], f"the only weights here are pickles: "
+                                 f"{[os.path.basename(p) for p in pickles]}")
+        what = f"{len(ggufs)} .gguf files (pass one)" if ggufs else f"{len(files)} files, none of them weights"
+        raise _err("ckpt.no_model", None, "a directory with .safetensors weights, an index, or one .gguf file",
+                   what, directory)
+    configs, model_config, findings = _discover_configs(directory, set(files))
+    findings = [finding("ckpt.pickle.skipped", "warning", f"pickle file {os.path.basename(p)} not opened "
+                        "(safetensors weights are used instead)") for p in pickles] + findings
+    if index is None:
+        return _from_safetensors(tuple(files[n] for n in weights), path=path,
+                                 configs=configs, model_config=model_config, findings=findings)
+    return _open_sharded(directory, index, files, path=path, configs=configs, model_config=model_config,
+                         findings=findings)
+
+
+def _weight_map(index_path: str) -> tuple[dict[str, str], Any]:
+    """CKPT-3.1: ``{"metadata": {...}?, "weight_map": {tensor: shard file name}}``, keys unique."""
+    top = _load_json(index_path, "ckpt.index.json", pairs=True)
+
+    def bad(subject: str, constraint: str, actual: Any) -> QFormatsError:
+        return _err("ckpt.index.json", subject, constraint, actual, index_path)
+
+    if not isinstance(top, st._Obj):
+        raise bad("index", "a JSON object", type(top).__name__)
+    fields = dict(top)
+    if len(fields) != len(top):
+        raise bad("index", "each key once", "a duplicate top-level key")
+    wm = fields.get("weight_map")
+    if not isinstance(wm, st._Obj):
+        raise bad("weight_map", "an object {tensor name: shard file}", type(wm).__name__)
+    out: dict[str, str] = {}
+    for name, shard in wm:
+        if name in out:
+            raise bad(f"weight_map.{name}", "a tensor listed once", "duplicate")
+        if not isinstance(shard, str) or shard in ("", ".", "..") or "/" in shard or "\\" in shard:
+            raise bad(f"weight_map.{name}", "a shard file name in the index's directory", ascii(shard)[:80])
+        out[name] = shard
+    meta = fields.get("metadata")
+    total = dict(meta).get("total_size") if isinstance(meta, st._Obj) else None
+    return out, total
+
+
+def _unlisted_holders(name: str, files: dict[str, str], shards: list[str]) -> list[str]:
+    """The directory's other safetensors files holding ``name`` (only read to word an error)."""
+    out = []
+    for fname in sorted(n for n in files if n.endswith(".safetensors") and n not in shards):
+        try:
+            if name in st.read_header(files[fname]).tensors:
+                out.append(fname)
+        except QFormatsError:
+            continue
+    return out
+
+
+def _open_sharded(directory: str, index: str, files: dict[str, str], *, path: str,
+                  configs: tuple[ConfigSource, ...], model_config: dict | None,
+                  findings: list[Finding]) -> Checkpoint:
+    """CKPT-3: every index entry points at an existing shard that holds the tensor."""
+    index_path = os.path.join(directory, index)
+    weight_map, total = _weight_map(index_path)
+    shards = sorted(set(weight_map.values()))
+    headers: dict[str, st.SafetensorsHeader] = {}
+    for shard in shards:
+        shard_path = os.path.join(directory, shard)
+        if shard not in files:
+            try:
+                os.stat(shard_path)
+            except FileNotFoundError:
+                raise _err("ckpt.index.shard_missing", shard, "an existing file named by the index",
+                           "no such file", index_path) from None
+            except OSError as exc:
+                raise st._path_error(exc, shard_path) from None
+        headers[shard_path] = st.read_header(shard_path)
+    holders: dict[str, list[str]] = {}
+    for shard_path, header in headers.items():
+        findings.extend(header.findings)
+        for name in header.tensors:
+            holders.setdefault(name, []).append(os.path.basename(shard_path))
+    for name, shard in weight_map.items():
+        if name not in headers[os.path.join(directory, shard)].tensors:
+            elsewhere = holders.get(name) or _unlisted_holders(name, files, shards)
+            if elsewhere:
+                raise _err("ckpt.index.tensor_elsewhere", name, f"in {shard}, as the index says",
+                           f"in {elsewhere}", index_path)
+            raise _err("ckpt.index.tensor_missing", name, f"in {shard}, as the index says", "in no shard",
+                       index_path)
+    for shard_path, header in headers.items():
+        extra = sorted(n for n in header.tensors if weight_map.get(n) != os.path.basename(shard_path))
+        if extra:
+            findings.append(finding("ckpt.index.tensor_unlisted", "warning",
+                                    f"{os.path.basename(shard_path)} holds {len(extra)} tensors the index does "
+                                    f"not map to it: {extra[:5]}", tensor=extra[0]))
+    for name in sorted(n for n in files if n.endswith(".safetensors") and n not in shards):
+        findings.append(finding("ckpt.index.shard_unlisted", "warning", f"{name} is not named by {index}"))
+    nbytes = sum(headers[os.path.join(directory, s)].tensors[n].nbytes for n, s in weight_map.items())
+    if total is not None and (type(total) is not int or total != nbytes):
+        findings.append(finding("ckpt.index.total_size", "warning",
+                                f"{index} metadata.total_size is {total!r}; the mapped tensors hold {nbytes} bytes"))
+    if not weight_map:
+        raise _err("ckpt.tensors.none", None, "a checkpoint with at least one tensor", "0 tensors", index_path)
+    where = {n: os.path.join(directory, s) for n, s in weight_map.items()}
+    return Checkpoint(kind="sharded", path=path, files=tuple(os.path.join(directory, s) for s in shards),
+                      index_file=index_path, configs=configs, model_config=model_config, headers=headers,
+                      where=where, findings=tuple(findings))
+
+
+# -- entry point -----------------------------------------------------------------------------
+
+def open_checkpoint(path: str | os.PathLike[str]) -> Checkpoint:
+    """Discover and validate the container layer of a checkpoint (CKPT-1..4, ST-1..4).
+
+    ``path`` is a ``.safetensors`` file, a ``.gguf`` file, a ``*.safetensors.index.json`` file, or
+    a directory (configs discovered, sharded via its index, else every ``*.safetensors`` in it).
+
+    Raises:
+        QFormatsError: a code in :data:`COULD_NOT_RUN_CODES` (exit 2) or any other code (the
+            checkpoint is invalid, exit 1). ``file`` names the offending file.
+    """
+    file = os.fspath(path)
+    mode = _stat(file).st_mode
+    if stat.S_ISDIR(mode):
+        return _open_dir(file)
+    if not stat.S_ISREG(mode):
+        raise _err("ckpt.path.unreadable", None, "a regular file or a directory", stat.filemode(mode), file)
+    return _open_file(file)
