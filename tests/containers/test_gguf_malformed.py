@@ -60,10 +60,11 @@ def test_no_stray_fixture_files():
 
 
 def test_manifest_fragment_matches_files():
-    """fixtures/manifest.d/gguf.json lists each fixture with the sha256 of the committed file."""
-    text = (FIXTURES / "manifest.d" / "gguf.json").read_text()
-    assert text == gb.manifest_text()
-    for entry in json.loads(text):
+    """fixtures/manifest.json holds exactly the builder's cases, with the sha256 of each committed file."""
+    cases = {c["id"]: c for c in json.loads((FIXTURES / "manifest.json").read_text())["cases"]}
+    built = json.loads(gb.manifest_text())
+    assert [cases.get(entry["id"]) for entry in built] == built
+    for entry in built:
         (f,) = entry["files"]
         assert hashlib.sha256((FIXTURES / f["path"]).read_bytes()).hexdigest() == f["sha256"]
         assert set(entry["expect"]["codes"]) <= set(CODES)
