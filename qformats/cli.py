@@ -42,7 +42,7 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     from .report import to_json, to_text
     from .validate import validate
 
-    report = validate(args.path, deep=args.deep, fmt=args.format, progress=_progress_bar(sys.stderr))
+    report = validate(args.path, deep=args.deep, fmt=args.format, progress=_progress_bar(sys.stderr), jobs=args.jobs)
     sys.stdout.write(to_json(report) + "\n" if args.json else to_text(report, verbose=args.verbose))
     return report.exit_code(strict=args.strict)
 
@@ -100,6 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
     val.add_argument("--strict", action="store_true", help="warnings make the verdict exit 1")
     val.add_argument("--deep", action="store_true", help="decode every layer and check the weights are finite")
     val.add_argument("--format", default="auto", choices=("auto", "gptq", "spqr", "q4_k"))
+    val.add_argument("--jobs", type=int, default=1, help="validate the shards of a sharded checkpoint in N processes")
     val.add_argument("-v", "--verbose", action="store_true", help="list info findings and more examples")
     val.set_defaults(run=_cmd_validate)
     ins = sub.add_parser("inspect", help="per-layer table: format, bits, group size, bits/weight, statistics, evidence")

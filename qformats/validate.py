@@ -90,10 +90,16 @@ def group_layers(names: list[str]) -> tuple[list[LayerGroup], list[str]]:
     return layers, foreign
 
 
-def validate(path: str, *, deep: bool = False, fmt: str = "auto", progress: Progress | None = None) -> Report:
-    """Validate a checkpoint; raises only for could-not-run problems (codes in :data:`COULD_NOT_RUN`)."""
+def validate(path: str, *, deep: bool = False, fmt: str = "auto", progress: Progress | None = None,
+             jobs: int = 1) -> Report:
+    """Validate a checkpoint; raises only for could-not-run problems (codes in :data:`COULD_NOT_RUN`).
+
+    ``jobs > 1`` validates the shards of a sharded checkpoint in that many processes.
+    """
     if fmt not in FORMATS:
         raise fail("argument.invalid", "format", "one of " + ", ".join(FORMATS), fmt)
+    if jobs < 1:
+        raise fail("argument.invalid", "jobs", "at least 1", jobs)
     try:
         ckpt = open_checkpoint(path)
     except QFormatsError as err:
@@ -106,21 +112,56 @@ def validate(path: str, *, deep: bool = False, fmt: str = "auto", progress: Prog
             return _report(str(path), "q4_k", list(ckpt.findings) + findings, rows)
         _refuse_foreign_method(ckpt)
         layers, foreign = group_layers(ckpt.tensor_names())
+        layers = [layer for layer in layers if fmt in ("auto", layer.format)]
         findings = list(ckpt.findings) + _foreign_findings(foreign)
-        rows: list[dict[str, Any]] = []
-        formats = sorted({layer.format for layer in layers if fmt in ("auto", layer.format)})
-        if "gptq" in formats:
-            gptq_layers = [layer for layer in layers if layer.format == "gptq"]
-            more_rows, more = _gptq_layers(ckpt, gptq_layers, deep, progress)
-            rows, findings = rows + more_rows, findings + more
-        if "spqr" in formats:
-            spqr_layers = [layer for layer in layers if layer.format == "spqr"]
-            more_rows, more = _spqr_layers(ckpt, spqr_layers, deep, progress)
-            rows, findings = rows + more_rows, findings + more
+        if jobs > 1 and len(ckpt.files) > 1:
+            rows, more = _run_parallel(ckpt, layers, deep, jobs)
+        else:
+            rows, more = _run_layers(ckpt, layers, deep, progress)
+        findings += more
         if not rows:
             findings.append(finding("checkpoint.empty", "error", f"no {'' if fmt == 'auto' else fmt + ' '}"
                                     f"quantized layer among {len(ckpt.tensor_names())} tensors: nothing was checked"))
-        return _report(str(path), "+".join(formats) or "unknown", findings, rows)
+        return _report(str(path), "+".join(sorted({layer.format for layer in layers})) or "unknown", findings, rows)
+
+
+def _run_layers(ckpt: Checkpoint, layers: list[LayerGroup], deep: bool,
+                progress: Progress | None) -> tuple[list[dict[str, Any]], list[Finding]]:
+    rows: list[dict[str, Any]] = []
+    findings: list[Finding] = []
+    for fmt, run in (("gptq", _gptq_layers), ("spqr", _spqr_layers)):
+        subset = [layer for layer in layers if layer.format == fmt]
+        if subset:
+            more_rows, more = run(ckpt, subset, deep, progress)
+            rows, findings = rows + more_rows, findings + more
+    return rows, findings
+
+
+def _run_subset(path: str, names: list[str], deep: bool) -> tuple[list[dict[str, Any]], list[Finding]]:
+    """Worker process: validate the named layers of the checkpoint at ``path``."""
+    with open_checkpoint(path) as ckpt:
+        wanted = set(names)
+        layers = [layer for layer in group_layers(ckpt.tensor_names())[0] if layer.name in wanted]
+        return _run_layers(ckpt, layers, deep, None)
+
+
+def _run_parallel(ckpt: Checkpoint, layers: list[LayerGroup], deep: bool,
+                  jobs: int) -> tuple[list[dict[str, Any]], list[Finding]]:
+    """One task per shard; config-level findings, identical in every worker, are kept once."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    by_shard: dict[str, list[str]] = {}
+    for layer in layers:
+        by_shard.setdefault(ckpt.file_of(next(iter(layer.tensors.values()))), []).append(layer.name)
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        results = list(pool.map(_run_subset, [ckpt.path] * len(by_shard), list(by_shard.values()),
+                                [deep] * len(by_shard)))
+    order = {layer.name: i for i, layer in enumerate(layers)}
+    rows = sorted((row for r, _ in results for row in r), key=lambda row: order[row["layer"]])
+    findings: list[Finding] = []
+    for _, more in results:
+        findings += [f for f in more if f not in findings]
+    return rows, findings
 
 
 def _refuse_foreign_method(ckpt: Checkpoint) -> None:

@@ -138,3 +138,61 @@ def test_validate_never_writes_to_its_input(tmp_path):
     before = {p.name: p.read_bytes() for p in ckpt.iterdir()}
     validate(str(ckpt), deep=True)
     assert {p.name: p.read_bytes() for p in ckpt.iterdir()} == before
+
+
+def shard(src: Path, dst: Path) -> Path:
+    """Split a one-file sample into one shard per module, with a transformers-style index."""
+    from safetensors.numpy import load_file, save_file
+
+    tensors = load_file(str(src / "model.safetensors"))
+    modules = sorted({name.rsplit(".", 1)[0] for name in tensors})
+    dst.mkdir()
+    shutil.copy(src / "config.json", dst / "config.json")
+    weight_map = {}
+    for i, module in enumerate(modules, 1):
+        file = f"model-{i:05d}-of-{len(modules):05d}.safetensors"
+        part = {k: v for k, v in tensors.items() if k.startswith(module + ".")}
+        save_file(part, str(dst / file))
+        weight_map.update({k: file for k in part})
+    (dst / "model.safetensors.index.json").write_text(json.dumps({"metadata": {}, "weight_map": weight_map}))
+    return dst
+
+
+@pytest.mark.parametrize("sample", ["gptq_v1_zero_underflow_autogptq", "spqr_csr"])
+def test_jobs_validate_shards_in_parallel_with_the_same_report(sample, tmp_path):
+    """--jobs N validates shards in parallel processes; the report equals the serial one."""
+    ckpt = shard(FIXTURES / "checkpoints" / sample, tmp_path / "sharded")
+    serial = validate(str(ckpt), deep=True)
+    parallel = validate(str(ckpt), deep=True, jobs=2)
+    assert parallel.model_dump() == serial.model_dump()
+    assert serial.summary["layers"] == 2
+
+
+MALFORMED = [case for case in json.loads((FIXTURES / "manifest.json").read_text())["cases"]
+             if case["kind"] == "container" and case["expect"].get("verdict") == "invalid"]
+
+
+@pytest.mark.parametrize("case", MALFORMED, ids=lambda c: c["id"])
+def test_every_malformed_container_is_exit_1_with_its_code(case, capsys):
+    """A malformed or truncated file is a finding with its code and exit 1, never a crash or exit 2."""
+    path = FIXTURES / case["files"][0]["path"]
+    if "sharded" in case["id"]:
+        path = path.parent
+    assert main(["validate", "--json", str(path)]) == 1
+    doc = json.loads(capsys.readouterr().out)
+    assert set(case["expect"]["codes"]) <= {f["code"] for f in doc["findings"]}
+
+
+def test_pickle_checkpoint_is_refused_never_loaded(tmp_path, capsys):
+    """CKPT: .bin/.pt/.pth/.pkl are pickles: refused with a message naming the file, never unpickled."""
+    import pickle
+
+    class Bomb:
+        def __reduce__(self):  # unpickling this would create a file: proof it was never loaded
+            return (open, (str(tmp_path / "PWNED"), "w"))
+
+    (tmp_path / "pytorch_model.bin").write_bytes(pickle.dumps(Bomb()))
+    code = main(["validate", "--json", str(tmp_path)])
+    doc = json.loads(capsys.readouterr().out)
+    assert code == 1 and doc["findings"][0]["code"] == "ckpt.pickle.refused"
+    assert not (tmp_path / "PWNED").exists()

@@ -1,0 +1,122 @@
+"""`qformats validate --deep` on a synthetic 7B-shaped 4-bit GPTQ checkpoint, against a named peer.
+
+    python benchmarks/validate.py [--layers 32] [--jobs 1] [--keep DIR]
+
+Generates (never commits) a Llama-7B-shaped checkpoint: 32 decoder layers of q/k/v/o 4096x4096
+and gate/up 11008x4096, down 4096x11008, 4-bit symmetric v1, group size 128, sharded by layer
+groups with a transformers index. Prints, in one run:
+
+* the peer: the time to merely read every tensor with the safetensors library (safe_open);
+* full ``--deep`` validation time and the ratio to the peer (target <= 1.5);
+* peak RSS of each, measured in a fresh child process (target < 1 GB for validation).
+
+Both children run after one warm-up read, so the page cache serves both alike.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+from safetensors.numpy import save_file
+
+MODULES = {"self_attn.q_proj": (4096, 4096), "self_attn.k_proj": (4096, 4096), "self_attn.v_proj": (4096, 4096),
+           "self_attn.o_proj": (4096, 4096), "mlp.gate_proj": (11008, 4096), "mlp.up_proj": (11008, 4096),
+           "mlp.down_proj": (4096, 11008)}
+BITS, GROUP = 4, 128
+LAYERS_PER_SHARD = 4
+
+
+def make_checkpoint(root: Path, layers: int) -> int:
+    """Write the synthetic checkpoint; returns the number of quantized weights."""
+    rng = np.random.default_rng(0)
+    weight_map, weights = {}, 0
+    shards = range(0, layers, LAYERS_PER_SHARD)
+    for s, first in enumerate(shards):
+        file = f"model-{s + 1:05d}-of-{len(shards):05d}.safetensors"
+        tensors = {}
+        for layer in range(first, min(first + LAYERS_PER_SHARD, layers)):
+            for module, (n, k) in MODULES.items():
+                name = f"model.layers.{layer}.{module}"
+                groups = k // GROUP
+                tensors[f"{name}.qweight"] = rng.integers(-2**31, 2**31, (k * BITS // 32, n), dtype=np.int64).astype(np.int32)
+                tensors[f"{name}.qzeros"] = np.full((groups, n * BITS // 32), 0x77777777, np.int32)  # sym zero 8, v1
+                tensors[f"{name}.scales"] = rng.uniform(1e-3, 2e-2, (groups, n)).astype(np.float16)
+                tensors[f"{name}.g_idx"] = (np.arange(k) // GROUP).astype(np.int32)
+                weights += n * k
+        save_file(tensors, str(root / file), metadata={"format": "pt"})
+        weight_map.update({name: file for name in tensors})
+    (root / "model.safetensors.index.json").write_text(json.dumps({"metadata": {}, "weight_map": weight_map}))
+    config = {"model_type": "llama", "quantization_config": {"bits": BITS, "group_size": GROUP, "sym": True,
+                                                            "desc_act": False, "quant_method": "gptq",
+                                                            "checkpoint_format": "gptq"}}
+    (root / "config.json").write_text(json.dumps(config))
+    return weights
+
+
+READ_ALL = """
+import sys, glob
+from safetensors import safe_open
+for f in sorted(glob.glob(sys.argv[1] + '/*.safetensors')):
+    with safe_open(f, framework='numpy') as fh:
+        for k in fh.keys():
+            fh.get_tensor(k)
+"""
+VALIDATE = """
+import sys
+from qformats.validate import validate
+r = validate(sys.argv[1], deep=True, jobs=int(sys.argv[2]))
+assert r.verdict == 'valid', r.summary
+print(r.summary['layers'])
+"""
+
+
+def timed_child(code: str, *args: str) -> tuple[float, float, str]:
+    """Run ``code`` in a fresh interpreter; (seconds, peak RSS in MiB of the child, stdout)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    t0 = time.perf_counter()
+    out = subprocess.run([sys.executable, "-c", code, *args], check=True, capture_output=True, text=True).stdout
+    elapsed = time.perf_counter() - t0
+    peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    # ru_maxrss of children is the max over all children so far: run the larger-footprint child last.
+    return elapsed, max(peak_kib, before) / 1024, out.strip()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--layers", type=int, default=32)
+    parser.add_argument("--jobs", type=int, default=1)
+    parser.add_argument("--keep", type=Path, help="write the checkpoint here and keep it")
+    args = parser.parse_args()
+    root = args.keep or Path(tempfile.mkdtemp(prefix="qformats-bench-"))
+    root.mkdir(parents=True, exist_ok=True)
+    try:
+        t0 = time.perf_counter()
+        weights = make_checkpoint(root, args.layers)
+        size = sum(p.stat().st_size for p in root.glob("*.safetensors"))
+        print(f"synthetic checkpoint: {args.layers} layers, {weights / 1e9:.2f}B weights, {size / 2**30:.2f} GiB, "
+              f"written in {time.perf_counter() - t0:.1f} s")
+        timed_child(READ_ALL, str(root))  # warm the page cache for both measurements
+        t_read, rss_read, _ = timed_child(READ_ALL, str(root))
+        t_val, rss_val, layers = timed_child(VALIDATE, str(root), str(args.jobs))
+        print(f"peer  safetensors read of every tensor : {t_read:7.2f} s, peak RSS {rss_read:7.0f} MiB")
+        print(f"qformats validate --deep (jobs={args.jobs})   : {t_val:7.2f} s, peak RSS {rss_val:7.0f} MiB "
+              f"({layers} layers, {weights / t_val / 1e6:.0f} M weights/s)")
+        print(f"ratio validate / read = {t_val / t_read:.2f} (target <= 1.5); "
+              f"validate peak RSS {rss_val:.0f} MiB (target < 1024)")
+    finally:
+        if args.keep is None:
+            shutil.rmtree(root, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
