@@ -61,7 +61,7 @@ def torch_peer_decode(torch, qweight, qzeros, scales, g_idx, bits, version):
     g = torch.from_numpy(g_idx.astype(np.int64))
     s = torch.from_numpy(scales).float()
     w = s[g] * (q.float() - z[g].float())
-    return w.T.contiguous().numpy()
+    return w.T.numpy()  # (out, in) view, as qformats returns it: neither side pays a transpose copy
 
 
 def main() -> int:

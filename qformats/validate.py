@@ -289,16 +289,19 @@ class _Moments:
         self.first_bad: tuple[str, list[int]] | None = None
 
     def add(self, w: np.ndarray) -> None:
-        finite = np.isfinite(w)
-        if not finite.all():
-            self.bad += int(w.size - np.count_nonzero(finite))
+        flat = w.ravel(order="K").astype(np.float64)  # any memory order, no copy before the cast
+        total = float(flat.sum())
+        if not np.isfinite(total):  # a float64 sum of finite float32 values cannot overflow
+            finite = np.isfinite(flat)
+            self.bad += int(flat.size - np.count_nonzero(finite))
             self.first_bad = self.first_bad or first_nonfinite(w)
-            w = np.where(finite, w, 0)
-        w64 = w.astype(np.float64)
-        self.count += w.size
-        self.total += float(w64.sum())
-        self.squares += float(np.square(w64).sum())
-        self.max_abs = max(self.max_abs, float(np.abs(w64).max(initial=0.0)))
+            flat = np.where(finite, flat, 0.0)
+            total = float(flat.sum())
+        self.count += flat.size
+        self.total += total
+        self.squares += float(flat @ flat)
+        if flat.size:
+            self.max_abs = max(self.max_abs, float(flat.max()), -float(flat.min()))
 
     def result(self, name: str, findings: list[Finding]) -> dict[str, Any]:
         if self.bad:

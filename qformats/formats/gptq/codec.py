@@ -149,13 +149,24 @@ def dequantize(layer: Any, *, bits: int, version: str, reader: str = SPEC_READER
 
 
 def _decode(codes: np.ndarray, zeros: np.ndarray, scales: np.ndarray, g_idx: np.ndarray) -> np.ndarray:
-    # Transposed up front so the gathers and the product run in the (out, in) orientation.
-    q = codes.T.astype(np.float32)
-    z = zeros.T.astype(np.float32)[:, g_idx]
-    s = scales.T.astype(np.float32)[:, g_idx]
-    q -= z
-    q *= s
-    return q
+    """s * (q - z) computed in the stored (in, out) orientation, returned as its (out, in) view.
+
+    Working along the stored axis avoids a strided transpose of every code; callers that need
+    C order call ``np.ascontiguousarray`` on the result.
+    """
+    k = codes.shape[0]
+    groups = scales.shape[0]
+    size = -(-k // groups)
+    if k == size * groups and np.array_equal(g_idx, np.arange(k) // size):
+        # Contiguous groups: broadcast each (group, out) statistic over its rows, no gather.
+        q = codes.reshape(groups, size, -1).astype(np.float32)
+        q -= zeros.astype(np.float32)[:, None, :]
+        q *= scales.astype(np.float32)[:, None, :]
+        return q.reshape(k, -1).T
+    q = codes.astype(np.float32)
+    q -= zeros.astype(np.float32)[g_idx]
+    q *= scales.astype(np.float32)[g_idx]
+    return q.T
 
 
 def convert(layer: Any, *, bits: int, to: str = "v2", group_size: int | None = None) -> GPTQLayer:
