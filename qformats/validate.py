@@ -242,10 +242,13 @@ def _gptq_params(config: Any, name: str, t: dict[str, np.ndarray]) -> tuple[dict
 def _gptq_layers(ckpt: Checkpoint, layers: list[LayerGroup], deep: bool,
                  progress: Progress | None) -> tuple[list[dict[str, Any]], list[Finding]]:
     config, findings = _gptq_config(ckpt)
-    rows = []
+    rows, awq = [], []
     for i, group in enumerate(layers):
         _tick(progress, i, len(layers), group.name)
         t = _load(ckpt, group)
+        if _awq_shaped(t):
+            awq.append(group.name)
+            continue
         params, more = _gptq_params(config, group.name, t)
         findings += more
         if params["bits"] not in (2, 3, 4, 8):
@@ -260,7 +263,23 @@ def _gptq_layers(ckpt: Checkpoint, layers: list[LayerGroup], deep: bool,
         if deep and not any(f.severity == "error" and f.tensor and f.tensor.startswith(group.name) for f in more):
             row.update(_gptq_deep_stats(group.name, t, params["bits"], params["version"], row["group_size"], findings))
         rows.append(row)
+    if awq and not rows:
+        raise fail("checkpoint.format.unsupported", "qweight", "packed along the input axis (GPTQ-2.3)",
+                   f"AWQ layout (qweight packed along the output axis) in all {len(awq)} layers")
+    if awq:
+        findings.append(finding("checkpoint.layer.unsupported", "warning", f"{len(awq)} layers have AWQ-shaped "
+                                f"qweight (packed along the output axis), first '{awq[0]}'; not decoded as GPTQ",
+                                tensor=awq[0]))
     return rows, findings
+
+
+def _awq_shaped(t: dict[str, np.ndarray]) -> bool:
+    """AWQ packs qweight (K, N*b/32) along the output axis; GPTQ (K*b/32, N) along the input (QF-5.2)."""
+    qweight, scales = t.get("qweight"), t.get("scales")
+    if qweight is None or scales is None or qweight.ndim != 2 or scales.ndim != 2:
+        return False
+    n = scales.shape[1]
+    return qweight.shape[1] != n and qweight.shape[1] * 32 % n == 0 and qweight.shape[1] * 32 // n in (2, 3, 4, 8)
 
 
 DEEP_CHUNK_COLUMNS = 1024  # output columns decoded at once: bounds --deep memory to ~K * 1024 floats

@@ -196,3 +196,17 @@ def test_pickle_checkpoint_is_refused_never_loaded(tmp_path, capsys):
     doc = json.loads(capsys.readouterr().out)
     assert code == 1 and doc["findings"][0]["code"] == "ckpt.pickle.refused"
     assert not (tmp_path / "PWNED").exists()
+
+
+def test_awq_shaped_tensors_without_a_config_are_not_decoded_as_gptq(tmp_path):
+    """QF-5.2: AWQ's qweight (K, N*b/32), packed along the output axis, is recognised, never read as GPTQ."""
+    import numpy as np
+    from safetensors.numpy import save_file
+
+    k, n, groups = 128, 64, 1
+    save_file({"m.qweight": np.zeros((k, n // 8), np.int32), "m.qzeros": np.zeros((groups, n // 8), np.int32),
+               "m.scales": np.ones((groups, n), np.float16)}, str(tmp_path / "awq.safetensors"))
+    with pytest.raises(QFormatsError) as info:
+        validate(str(tmp_path / "awq.safetensors"))
+    assert info.value.code == "checkpoint.format.unsupported"
+    assert "AWQ layout" in info.value.message
