@@ -41,7 +41,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from ..errors import QFormatsError, fail
-from .ggml_types import GGML_REMOVED_TYPE_IDS, GGML_TYPES, GGMLType
+from .ggml_types import GGML_REMOVED_TYPE_IDS, GGML_TYPES
 
 __all__ = [
     "GGUF_MAGIC", "SUPPORTED_VERSIONS", "DEFAULT_ALIGNMENT", "MAX_ALIGNMENT", "MAX_STRING_LENGTH",

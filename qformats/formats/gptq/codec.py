@@ -11,7 +11,7 @@ it. Real tools' handling of that case lives in :mod:`.quirks` and is selected by
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 
