@@ -34,7 +34,7 @@ fixtures-check: $(STAMP)
 	diff -r $$tmp/containers/gguf fixtures/containers/gguf && \
 	diff -r $$tmp/containers/safetensors fixtures/containers/safetensors && \
 	rm -rf $$tmp && \
-	$(BIN)/python -m qformats.fixtures check
+	$(BIN)/python -m qformats.fixtures
 
 clean:
 	rm -rf $(VENV) build *.egg-info

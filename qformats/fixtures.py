@@ -1,7 +1,6 @@
 """The fixture manifest (DESIGN.md §5): one entry per case, every fixture file hashed.
 
-    python -m qformats.fixtures check [ROOT]     every file listed, every hash right
-    python -m qformats.fixtures merge [ROOT]     fold fixtures/manifest.d/*.json into manifest.json
+    python -m qformats.fixtures [ROOT]     every file listed, every hash right
 
 Fixtures live in the source checkout (``fixtures/``), never in the wheel; this module only
 reads and checks them, so a third party's CI can point it at its own copy.
@@ -18,7 +17,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = ["FixtureFile", "FixtureEntry", "Manifest", "load_manifest", "sha256_of", "manifest_problems",
-           "DEFAULT_ROOT"]
+           "write_generated", "file_entry", "DEFAULT_ROOT"]
 
 DEFAULT_ROOT = Path(__file__).resolve().parents[1] / "fixtures"
 # Documentation beside the data is not a fixture itself.
@@ -72,7 +71,7 @@ def fixture_files(root: Path) -> set[str]:
     out = set()
     for path in root.rglob("*"):
         rel = path.relative_to(root).as_posix()
-        if path.is_file() and not rel.startswith("manifest") and not path.name.endswith(UNLISTED_SUFFIXES):
+        if path.is_file() and rel != "manifest.json" and not path.name.endswith(UNLISTED_SUFFIXES):
             out.add(rel)
     return out
 
@@ -97,26 +96,30 @@ def manifest_problems(root: Path = DEFAULT_ROOT) -> list[str]:
     return problems
 
 
-def merge_fragments(root: Path = DEFAULT_ROOT) -> int:
-    """Fold ``manifest.d/*.json`` (lists of entries) into ``manifest.json``; returns the case count."""
-    cases: dict[str, dict[str, Any]] = {}
-    if (root / "manifest.json").exists():
-        cases = {c["id"]: c for c in json.loads((root / "manifest.json").read_text())["cases"]}
-    for fragment in sorted((root / "manifest.d").glob("*.json")):
-        for entry in json.loads(fragment.read_text()):
-            FixtureEntry.model_validate(entry)
-            cases[entry["id"]] = entry
+def file_entry(root: Path, rel: str) -> dict[str, str]:
+    """A manifest ``files`` item for the fixture at ``root / rel``."""
+    return {"path": rel, "sha256": sha256_of(root / rel)}
+
+
+def write_generated(root: Path, files: dict[str, bytes], entries: list[dict[str, Any]]) -> None:
+    """Write a generator's fixtures under ``root`` and put its cases into ``root/manifest.json``.
+
+    Every generator (``qformats.samples``, the container builders in ``tests/``) ends here, so
+    the manifest is updated by replacing cases with the same id, never by hand.
+    """
+    for rel, blob in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_bytes(blob)
+    path = root / "manifest.json"
+    cases = {c["id"]: c for c in json.loads(path.read_text())["cases"]} if path.exists() else {}
+    for entry in entries:
+        cases[FixtureEntry.model_validate(entry).id] = entry
     doc = {"schema": "qformats-fixtures/1", "cases": [cases[k] for k in sorted(cases)]}
-    (root / "manifest.json").write_text(json.dumps(doc, indent=1) + "\n")
-    return len(cases)
+    path.write_text(json.dumps(doc, indent=1) + "\n")
 
 
 def main(argv: list[str]) -> int:
-    command = argv[0] if argv else "check"
-    root = Path(argv[1]) if len(argv) > 1 else DEFAULT_ROOT
-    if command == "merge":
-        print(f"{merge_fragments(root)} cases in {root / 'manifest.json'}")
-        return 0
+    root = Path(argv[0]) if argv else DEFAULT_ROOT
     problems = manifest_problems(root)
     for p in problems:
         print(p)

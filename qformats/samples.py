@@ -151,16 +151,16 @@ FEATURES = {
 
 def manifest_entries(root: Path) -> list[dict]:
     """Manifest cases for the samples under ``root`` (fixtures/checkpoints)."""
-    from .fixtures import sha256_of
+    from .fixtures import file_entry
 
     entries = []
     for name, (writer, verdict, codes) in SAMPLES.items():
         path = root / name
-        files = sorted(path.rglob("*")) if path.is_dir() else [path]
+        files = sorted(p for p in (path.rglob("*") if path.is_dir() else [path]) if p.is_file())
         entries.append({
             "id": f"samples/{name}", "format": name.split("_")[0].replace(".gguf", ""), "kind": "checkpoint",
             "clauses": CLAUSES[name], "features": FEATURES[name],
-            "files": [{"path": f.relative_to(root.parent).as_posix(), "sha256": sha256_of(f)} for f in files if f.is_file()],
+            "files": [file_entry(root.parent, f.relative_to(root.parent).as_posix()) for f in files],
             "provenance": {"source": "qformats-reference", "generator": f"qformats.samples:{writer.__name__}",
                            "version": __version__},
             "expect": {"verdict": verdict, "codes": codes}, "tolerance": "exact",
@@ -182,7 +182,7 @@ if __name__ == "__main__":
     target = Path(sys.argv[1] if len(sys.argv) > 1 else "fixtures/checkpoints")
     for p in write_all(target):
         print(p)
-    if "--manifest" in sys.argv:
-        fragment = target.parent / "manifest.d" / "samples.json"
-        fragment.parent.mkdir(exist_ok=True)
-        fragment.write_text(json.dumps(manifest_entries(target), indent=1) + "\n")
+    if "--manifest" in sys.argv:  # record the cases in the manifest beside the samples
+        from .fixtures import write_generated
+
+        write_generated(target.parent, {}, manifest_entries(target))

@@ -6,7 +6,7 @@ straight from the format README (spec/checkpoints.md ST-1..ST-4). Each malformed
 to a valid base. ``CASES`` maps a fixture name to (builder, expected error code or None, clause,
 expected warning codes); a builder returns ``bytes`` (one ``.safetensors`` file) or
 ``{file name: bytes}`` (a checkpoint directory). ``python tests/checkpoints/st_builder.py [ROOT]``
-writes them under ``ROOT/containers/safetensors`` plus the manifest fragment.
+writes them under ``ROOT/containers/safetensors`` and their cases into ``ROOT/manifest.json``.
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from qformats.fixtures import write_generated
 
 Pairs = list[tuple[str, Any]]
 
@@ -181,7 +183,7 @@ def fixture_path(name: str) -> str:
 
 
 def manifest_entries() -> list[dict]:
-    """The fixtures/manifest.d/safetensors.json fragment describing :func:`fixture_files`."""
+    """The manifest cases describing :func:`fixture_files`."""
     files = fixture_files()
     entries = []
     for name, (fn, code, clause, warnings) in CASES.items():
@@ -200,19 +202,11 @@ def manifest_entries() -> list[dict]:
     return entries
 
 
-def manifest_text() -> str:
-    return json.dumps(manifest_entries(), indent=1) + "\n"
-
-
 def main(argv: list[str]) -> int:
-    """Write every fixture under ``ROOT/containers/safetensors`` and ``ROOT/manifest.d/safetensors.json``."""
+    """Write every fixture under ``ROOT/{FIXTURE_DIR}`` and its cases into ``ROOT/manifest.json``."""
     root = Path(argv[1] if len(argv) > 1 else "fixtures")
-    out = root / FIXTURE_DIR
-    for rel, blob in fixture_files().items():
-        (out / rel).parent.mkdir(parents=True, exist_ok=True)
-        (out / rel).write_bytes(blob)
-    (root / "manifest.d").mkdir(exist_ok=True)
-    (root / "manifest.d" / "safetensors.json").write_text(manifest_text())
+    files = {f"{FIXTURE_DIR}/{rel}": blob for rel, blob in fixture_files().items()}
+    write_generated(root, files, manifest_entries())
     return 0
 
 

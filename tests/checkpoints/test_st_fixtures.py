@@ -79,7 +79,7 @@ def test_no_stray_fixture_files():
 def test_manifest_fragment_matches_files():
     """fixtures/manifest.json holds exactly the builder's cases, with the sha256 of each committed file."""
     cases = {c["id"]: c for c in json.loads((FIXTURES / "manifest.json").read_text())["cases"]}
-    built = json.loads(sb.manifest_text())
+    built = sb.manifest_entries()
     assert [cases.get(entry["id"]) for entry in built] == built
     for entry in built:
         assert entry["files"]

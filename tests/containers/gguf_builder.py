@@ -9,11 +9,12 @@ claims to be. ``CASES`` maps each fixture name to (builder, expected code or Non
 from __future__ import annotations
 
 import hashlib
-import json
 import struct
 import sys
 from collections.abc import Callable
 from pathlib import Path
+
+from qformats.fixtures import write_generated
 
 # GGUF value types (spec/containers.md GGUF-2.5)
 U8, I8, U16, I16, U32, I32, F32, BOOL, STRING, ARRAY, U64, I64, F64 = range(13)
@@ -269,7 +270,7 @@ def fixture_files() -> dict[str, bytes]:
 
 
 def manifest_entries() -> list[dict]:
-    """The fixtures/manifest.d/gguf.json fragment describing :func:`fixture_files`."""
+    """The manifest cases describing :func:`fixture_files`."""
     entries = []
     for name, (fn, code, clause) in CASES.items():
         blob = fn()
@@ -285,19 +286,11 @@ def manifest_entries() -> list[dict]:
     return entries
 
 
-def manifest_text() -> str:
-    return json.dumps(manifest_entries(), indent=1) + "\n"
-
-
 def main(argv: list[str]) -> int:
-    """Write every fixture under ``FIXTURES_ROOT/containers/gguf`` and the manifest fragment."""
+    """Write every fixture under ``ROOT/{FIXTURE_DIR}`` and its cases into ``ROOT/manifest.json``."""
     root = Path(argv[1] if len(argv) > 1 else "fixtures")
-    out = root / FIXTURE_DIR
-    out.mkdir(parents=True, exist_ok=True)
-    for fname, blob in fixture_files().items():
-        (out / fname).write_bytes(blob)
-    (root / "manifest.d").mkdir(exist_ok=True)
-    (root / "manifest.d" / "gguf.json").write_text(manifest_text())
+    files = {f"{FIXTURE_DIR}/{rel}": blob for rel, blob in fixture_files().items()}
+    write_generated(root, files, manifest_entries())
     return 0
 
 
