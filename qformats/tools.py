@@ -91,12 +91,9 @@ def decode(path: str, names: list[str], out: str) -> list[str]:
 
 
 def _converted_config(raw: dict[str, Any], target: str) -> dict[str, Any]:
-    out = dict(raw)
+    """The config relabelled: ``checkpoint_format`` always, GPTQModel's ``format`` alias when present."""
     label = "gptq_v2" if target == "v2" else "gptq"
-    for key in ("checkpoint_format", "format"):
-        if key in out or key == "checkpoint_format":
-            out[key] = label
-    return out
+    return raw | {"checkpoint_format": label} | ({"format": label} if "format" in raw else {})
 
 
 VERSIONS = {"gptq_v2": "v2", "v2": "v2", "gptq": "v1", "gptq_v1": "v1", "v1": "v1"}

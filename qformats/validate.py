@@ -255,8 +255,7 @@ def _gptq_layers(ckpt: Checkpoint, layers: list[LayerGroup], deep: bool,
             findings.append(finding("tensor.shape", "error", f"'{group.name}' has no consistent GPTQ width "
                                     "(qzeros and scales disagree)", tensor=group.name))
             continue
-        gs = None if params["group_size"] is None else params["group_size"]
-        more, row = gptq_checks.layer_findings(group.name, t, bits=params["bits"], group_size=gs,
+        more, row = gptq_checks.layer_findings(group.name, t, bits=params["bits"], group_size=params["group_size"],
                                                declared=params["version"], desc_act=params["desc_act"],
                                                sym=params["sym"])
         findings += more
