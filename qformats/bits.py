@@ -25,8 +25,17 @@ WORD_BITS = 32
 
 
 def _check_bits(bits: int) -> None:
-    if bits not in SUPPORTED_BITS:
+    if isinstance(bits, bool) or not isinstance(bits, (int, np.integer)) or int(bits) not in SUPPORTED_BITS:
         raise fail("bits.unsupported", "bits", "an integer in 1..8", bits)
+
+
+def _front(arr: np.ndarray, axis: int, name: str) -> tuple[np.ndarray, int]:
+    """``arr`` with ``axis`` moved first; a scalar or an axis out of range is an argument error."""
+    if arr.ndim == 0:
+        raise fail("argument.invalid", name, "an array of at least one dimension", "a scalar")
+    if not isinstance(axis, (int, np.integer)) or not -arr.ndim <= axis < arr.ndim:
+        raise fail("argument.invalid", "axis", f"an integer in [{-arr.ndim}, {arr.ndim})", axis)
+    return np.moveaxis(arr, axis, 0), int(axis) % arr.ndim
 
 
 def packed_length(n_values: int, bits: int, *, axis_name: str = "axis") -> int:
@@ -56,10 +65,10 @@ def pack(values, bits: int, axis: int = 0) -> np.ndarray:
     if v.size and (v.min() < 0 or v.max() >= (1 << bits)):
         bad = v.min() if v.min() < 0 else v.max()
         raise fail("bits.value_range", "values", f"in [0, {(1 << bits) - 1}]", int(bad))
-    axis = axis % max(v.ndim, 1)
-    n = v.shape[axis]
+    front, axis = _front(v, axis, "values")
+    n = front.shape[0]
     n_words = packed_length(n, bits)
-    front = np.moveaxis(v, axis, 0).astype(np.uint32)
+    front = front.astype(np.uint32)
     rest = front.shape[1:]
     n_groups = -(-n // WORD_BITS)
     padded = np.zeros((n_groups * WORD_BITS,) + rest, np.uint32)
@@ -83,14 +92,14 @@ def unpack(words, bits: int, axis: int = 0, *, count: int | None = None) -> np.n
     w = np.asarray(words)
     if w.dtype not in (np.dtype(np.int32), np.dtype(np.uint32)):
         raise fail("tensor.dtype", "words", "int32 or uint32", str(w.dtype))
-    axis = axis % max(w.ndim, 1)
-    front = np.moveaxis(w, axis, 0).view(np.uint32)
+    front, axis = _front(w, axis, "words")
+    front = front.view(np.uint32)
     rest = front.shape[1:]
     n_words = front.shape[0]
     n_values = n_words * WORD_BITS // bits
     if count is not None:
-        if count > n_values:
-            raise fail("bits.length", "count", f"at most {n_values} for {n_words} words", count)
+        if not 0 <= count <= n_values:
+            raise fail("bits.length", "count", f"in [0, {n_values}] for {n_words} words", count)
         n_values = count
     n_groups = -(-n_words // bits)
     padded = np.zeros((n_groups * bits + 1,) + rest, np.uint32)  # +1: a straddle never reads past

@@ -9,6 +9,7 @@ import argparse
 import sys
 
 from .errors import QFormatsError
+from .validate import FORMATS
 
 __all__ = ["main"]
 
@@ -99,13 +100,13 @@ def build_parser() -> argparse.ArgumentParser:
     val.add_argument("--json", action="store_true", help="print one JSON object (the contract in DESIGN.md §4)")
     val.add_argument("--strict", action="store_true", help="warnings make the verdict exit 1")
     val.add_argument("--deep", action="store_true", help="decode every layer and check the weights are finite")
-    val.add_argument("--format", default="auto", choices=("auto", "gptq", "spqr", "q4_k"))
+    val.add_argument("--format", default="auto", choices=FORMATS)
     val.add_argument("--jobs", type=int, default=1, help="validate the shards of a sharded checkpoint in N processes")
     val.add_argument("-v", "--verbose", action="store_true", help="list info findings and more examples")
     val.set_defaults(run=_cmd_validate)
     ins = sub.add_parser("inspect", help="per-layer table: format, bits, group size, bits/weight, statistics, evidence")
     ins.add_argument("path")
-    ins.add_argument("--format", default="auto", choices=("auto", "gptq", "spqr", "q4_k"))
+    ins.add_argument("--format", default="auto", choices=FORMATS)
     ins.set_defaults(run=_cmd_inspect)
     dec = sub.add_parser("decode", help="reference-decode layers into a safetensors file")
     dec.add_argument("path")

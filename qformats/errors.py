@@ -208,16 +208,6 @@ class QFormatsError(ValueError):
         where = f"{self.file}: " if self.file else ""
         return f"{where}{self.message} [{self.code}, {self.clause}]"
 
-    def as_dict(self) -> dict[str, Any]:
-        """The error as a finding-shaped mapping (see DESIGN.md §4)."""
-        return {
-            "code": self.code,
-            "clause": self.clause,
-            "tensor": self.tensor,
-            "message": self.message,
-            "file": self.file,
-        }
-
     def within(self, prefix: str) -> "QFormatsError":
         """A copy whose tensor name is qualified by a layer name (``q_proj`` + ``scales``)."""
         tensor = f"{prefix}.{self.tensor}" if self.tensor else prefix

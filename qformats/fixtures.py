@@ -37,7 +37,7 @@ class FixtureEntry(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     id: str
-    format: str
+    format: Literal["gptq", "spqr", "q4_k", "gguf", "safetensors"]
     kind: Literal["layer", "checkpoint", "container"]
     clauses: tuple[str, ...]
     features: tuple[str, ...] = ()
@@ -89,8 +89,8 @@ def manifest_problems(root: Path = DEFAULT_ROOT) -> list[str]:
             path = root / f.path
             if not path.is_file():
                 problems.append(f"{case.id}: listed file {f.path} does not exist")
-            elif sha256_of(path) != f.sha256:
-                problems.append(f"{case.id}: {f.path} has sha256 {sha256_of(path)}, manifest says {f.sha256}")
+            elif (actual := sha256_of(path)) != f.sha256:
+                problems.append(f"{case.id}: {f.path} has sha256 {actual}, manifest says {f.sha256}")
     for rel in sorted(fixture_files(root) - set(listed)):
         problems.append(f"{rel} has no manifest entry")
     return problems

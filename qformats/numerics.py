@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .errors import fail
+
 __all__ = [
     "round_half_even",
     "nearest_int",
@@ -48,21 +50,23 @@ def fp16_from_bits(bits) -> np.ndarray:
 
 def _ordered(x: np.ndarray) -> np.ndarray:
     """Map floats to integers whose order is the float order (sign-magnitude to two's complement)."""
-    itype = {2: np.int16, 4: np.int32, 8: np.int64}[x.dtype.itemsize]
+    itype = {2: np.int16, 4: np.int32}[x.dtype.itemsize]
     i = x.view(itype).astype(np.int64)
     sign_bit = np.int64(1) << (8 * x.dtype.itemsize - 1)
     return np.where(i < 0, -(i & (sign_bit - 1)), i)
 
 
 def ulp_distance(a, b) -> np.ndarray:
-    """Number of representable values between ``a`` and ``b`` (same float dtype), elementwise.
+    """Number of representable values between ``a`` and ``b`` (both float16 or both float32), elementwise.
 
-    +0 and -0 are 0 apart. Works for float16, float32 and float64 alike.
+    +0 and -0 are 0 apart. Float32 orderings span 2^32 values, so the difference fits int64
+    exactly; float64 would not, and is refused.
     """
     a = np.asarray(a)
     b = np.asarray(b)
-    if a.dtype != b.dtype or a.dtype.kind != "f":
-        raise TypeError(f"ulp_distance needs two arrays of one float dtype (got {a.dtype}, {b.dtype})")
+    if a.dtype != b.dtype or a.dtype not in (np.float16, np.float32):
+        raise fail("argument.invalid", "ulp_distance", "two arrays of one dtype, float16 or float32",
+                   f"{a.dtype.name} and {b.dtype.name}")
     return np.abs(_ordered(a) - _ordered(b))
 
 

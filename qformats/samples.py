@@ -149,6 +149,9 @@ FEATURES = {
 }
 
 
+FORMATS = {name: "q4_k" if name.endswith(".gguf") else name.split("_", 1)[0] for name in SAMPLES}
+
+
 def manifest_entries(root: Path) -> list[dict]:
     """Manifest cases for the samples under ``root`` (fixtures/checkpoints)."""
     from .fixtures import file_entry
@@ -158,7 +161,7 @@ def manifest_entries(root: Path) -> list[dict]:
         path = root / name
         files = sorted(p for p in (path.rglob("*") if path.is_dir() else [path]) if p.is_file())
         entries.append({
-            "id": f"samples/{name}", "format": name.split("_")[0].replace(".gguf", ""), "kind": "checkpoint",
+            "id": f"samples/{name}", "format": FORMATS[name], "kind": "checkpoint",
             "clauses": CLAUSES[name], "features": FEATURES[name],
             "files": [file_entry(root.parent, f.relative_to(root.parent).as_posix()) for f in files],
             "provenance": {"source": "qformats-reference", "generator": f"qformats.samples:{writer.__name__}",

@@ -77,7 +77,10 @@ class Layer:
         for key, arr in tensors.items():
             if arr is None:
                 continue
-            view = np.asarray(arr).view()
+            arr = np.asarray(arr)
+            # A writeable array may still be changed by its owner: keep a private copy. Read-only
+            # ones (memory-mapped checkpoints, the codecs' own outputs) are shared as they are.
+            view = arr.copy() if arr.flags.writeable else arr.view()
             view.flags.writeable = False
             frozen[key] = view
         object.__setattr__(self, "_tensors", frozen)
@@ -104,10 +107,6 @@ class Layer:
     @property
     def tensors(self) -> Mapping[str, np.ndarray]:
         return dict(self._tensors)
-
-    @property
-    def params(self) -> Mapping[str, Any]:
-        return dict(self._params)
 
     def __contains__(self, name: str) -> bool:
         return name in self._tensors

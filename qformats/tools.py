@@ -18,9 +18,10 @@ from safetensors.numpy import save_file
 
 from .containers.checkpoint import Checkpoint, open_checkpoint
 from .errors import QFormatsError, fail
-from .formats import gptq
-from .formats.gptq.layout import parse_config
-from .validate import group_layers
+from .formats import gptq, q4_k, spqr
+from .formats.gptq.evidence import label_evidence
+from .formats.gptq.layout import GPTQConfig, ModuleParams, module_params, parse_config
+from .validate import group_layers, load_layer
 
 __all__ = ["decode", "convert"]
 
@@ -45,49 +46,50 @@ def _atomic_save(tensors: dict[str, np.ndarray], dst: Path, metadata: dict[str, 
             os.unlink(tmp)
 
 
-def _gptq_setup(ckpt: Checkpoint) -> tuple[Any, int | None]:
+def _gptq_config(ckpt: Checkpoint) -> GPTQConfig:
     if ckpt.config is None:
         raise fail("checkpoint.config.missing", "quantization_config", "present to know bits and version",
                    "no config found")
-    config, _ = parse_config(ckpt.config)
-    return config, config.group_size
+    return parse_config(ckpt.config)[0]
 
 
 def decode(path: str, names: list[str], out: str) -> list[str]:
     """Decode the named layers (or tensors) with the reference reader into one safetensors file.
 
     GPTQ and q4_K layers become float32 ``(out, in)``; SpQR layers float16 ``(out, in)``.
+    GPTQ layers use their module's parameters after ``dynamic`` overrides (GPTQ-6.6).
     """
     dst = _check_output(path, out)
     decoded: dict[str, np.ndarray] = {}
     with open_checkpoint(path) as ckpt:
-        layers = {g.name: g for g in group_layers(ckpt.tensor_names())[0]}
-        for name in names:
-            layer_name = name.rsplit(".", 1)[0] if name not in layers and name.rsplit(".", 1)[0] in layers else name
-            if ckpt.kind == "gguf":
-                from .formats import q4_k
-
-                info = ckpt.gguf.tensor(name)
-                if info.type_name != "Q4_K":
-                    raise fail("argument.invalid", "tensor", "a Q4_K tensor", f"{name} ({info.type_name})")
-                decoded[name] = q4_k.dequantize(ckpt.gguf.tensor_rows(name))
-                continue
-            if layer_name not in layers:
-                raise fail("argument.invalid", "tensor", f"a quantized layer of this checkpoint "
-                           f"({len(layers)} layers, e.g. {next(iter(layers), 'none')})", name)
-            group = layers[layer_name]
-            t = {suffix: ckpt.tensor(full) for suffix, full in group.tensors.items()}
-            if group.format == "gptq":
-                config, gs = _gptq_setup(ckpt)
-                decoded[f"{layer_name}.weight"] = gptq.dequantize(t, bits=config.bits, version=config.version,
-                                                                   group_size=gs)
-            else:
-                from .formats import spqr
-
-                decoded[f"{layer_name}.weight"] = spqr.dequantize(t)
+        if ckpt.kind == "gguf":
+            decoded = {name: _decode_gguf(ckpt, name) for name in names}
+        else:
+            layers = {g.name: g for g in group_layers(ckpt.tensor_names())[0]}
+            config = None
+            for name in names:
+                group = layers.get(name) or layers.get(name.rsplit(".", 1)[0])
+                if group is None:
+                    raise fail("argument.invalid", "tensor", f"a quantized layer of this checkpoint "
+                               f"({len(layers)} layers, e.g. {next(iter(layers), 'none')})", name)
+                t = load_layer(ckpt, group)
+                if group.format == "gptq":
+                    config = config or _gptq_config(ckpt)
+                    p = module_params(config, group.name)
+                    w = gptq.dequantize(t, bits=p.bits, version=p.version, group_size=p.group_size)
+                else:
+                    w = spqr.dequantize(t)
+                decoded[f"{group.name}.weight"] = w
     _atomic_save({k: np.ascontiguousarray(v) for k, v in decoded.items()}, dst,
                  metadata={"producer": "qformats decode"})
     return sorted(decoded)
+
+
+def _decode_gguf(ckpt: Checkpoint, name: str) -> np.ndarray:
+    info = ckpt.gguf.tensor(name)
+    if info.type_name != "Q4_K":
+        raise fail("argument.invalid", "tensor", "a Q4_K tensor", f"{name} ({info.type_name})")
+    return q4_k.dequantize(ckpt.gguf.tensor_rows(name))
 
 
 def _converted_config(raw: dict[str, Any], target: str) -> dict[str, Any]:
@@ -113,10 +115,12 @@ def convert(path: str, out: str, *, to: str, source_version: str | None = None) 
     if target is None:
         raise fail("argument.invalid", "to", "gptq_v2 or gptq", to)
     dst = _check_output(path, out)
+    if dst.exists():
+        raise fail("argument.invalid", "output", "a path that does not exist yet", str(out))
     with open_checkpoint(path) as ckpt:
         if ckpt.kind == "gguf":
             raise fail("argument.invalid", "path", "a GPTQ safetensors checkpoint", "a GGUF file")
-        config, gs = _gptq_setup(ckpt)
+        config = _gptq_config(ckpt)
         source = VERSIONS.get(source_version or config.version)
         if source is None:
             raise fail("argument.invalid", "source_version", "v1 or v2", source_version)
@@ -125,21 +129,21 @@ def convert(path: str, out: str, *, to: str, source_version: str | None = None) 
         layers = [g for g in group_layers(ckpt.tensor_names())[0] if g.format == "gptq"]
         converted = {}
         for group in layers:
-            t = {suffix: ckpt.tensor(full) for suffix, full in group.tensors.items()}
+            t = load_layer(ckpt, group)
+            p = module_params(config, group.name)
             if source_version is None:
-                _refuse_mislabelled(group.name, t, config)
+                _refuse_mislabelled(group.name, t, p)
             if source == target:
                 continue
             try:
-                layer = gptq.convert(t, bits=config.bits, to=target, group_size=gs)
+                layer = gptq.convert(t, bits=p.bits, to=target, group_size=p.group_size)
             except QFormatsError as err:
                 raise err.within(group.name) from None
             converted[group.tensors["qzeros"]] = np.ascontiguousarray(layer.qzeros)
-        stage = Path(tempfile.mkdtemp(prefix=f".{dst.name}.", dir=dst.parent if dst.parent.exists() else None))
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        stage = Path(tempfile.mkdtemp(prefix=f".{dst.name}.", dir=dst.parent))  # same filesystem: rename works
         try:
             _write_converted(ckpt, stage, converted, target)
-            if dst.exists():
-                raise fail("argument.invalid", "output", "a path that does not exist yet", str(out))
             single_file = Path(path).is_file()
             os.replace(stage / Path(path).name if single_file else stage, dst)
         finally:
@@ -147,13 +151,11 @@ def convert(path: str, out: str, *, to: str, source_version: str | None = None) 
     return {"layers": len(layers)}
 
 
-def _refuse_mislabelled(name: str, t: dict[str, np.ndarray], config: Any) -> None:
-    from .formats.gptq.evidence import label_evidence
-
-    evidence = label_evidence(t["qzeros"], config.bits, sym=config.sym)
-    if evidence.method == "symmetric-exact" and evidence.verdict != config.version:
+def _refuse_mislabelled(name: str, t: dict[str, np.ndarray], params: ModuleParams) -> None:
+    evidence = label_evidence(t["qzeros"], params.bits, sym=params.sym)
+    if evidence.method == "symmetric-exact" and evidence.verdict != params.version:
         raise fail("gptq.label.mismatch", f"{name}.qzeros",
-                   f"{config.version} fields as the label says (pass --source-version {evidence.verdict} "
+                   f"{params.version} fields as the label says (pass --source-version {evidence.verdict} "
                    "to relabel without changing them)", f"{evidence.verdict} fields: {evidence.detail}")
 
 
@@ -164,7 +166,7 @@ def _write_converted(ckpt: Checkpoint, stage: Path, converted: dict[str, np.ndar
         if not any(n in converted for n in names):  # untouched shard: the very same bytes
             shutil.copyfile(file, stage / Path(file).name)
             continue
-        tensors = {n: converted.get(n, ckpt.tensor(n)) for n in names}
+        tensors = {n: converted[n] if n in converted else ckpt.tensor(n) for n in names}
         header = ckpt.headers[file]
         save_file({k: np.ascontiguousarray(v) for k, v in tensors.items()}, str(stage / Path(file).name),
                   metadata=header.metadata)

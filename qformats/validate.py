@@ -12,7 +12,6 @@ every other problem, a malformed file included, is a finding and makes the verdi
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -23,11 +22,12 @@ from pydantic import BaseModel, ConfigDict
 from .containers.checkpoint import COULD_NOT_RUN_CODES, Checkpoint, open_checkpoint
 from .errors import QFormatsError, fail
 from .findings import Finding, finding, from_error
-from .formats.gptq import checks as gptq_checks
+from .formats.gptq.audit import layer_findings
+from .formats.gptq.layout import BITS, module_params
 from .formats.gptq.layout import parse_config as parse_gptq_config
 from .numerics import first_nonfinite
 
-__all__ = ["Report", "validate", "group_layers", "LayerGroup", "FORMATS", "COULD_NOT_RUN"]
+__all__ = ["Report", "validate", "group_layers", "load_layer", "LayerGroup", "FORMATS", "COULD_NOT_RUN"]
 
 FORMATS = ("auto", "gptq", "spqr", "q4_k")
 COULD_NOT_RUN = frozenset(COULD_NOT_RUN_CODES) | {"checkpoint.format.unsupported", "argument.invalid"}
@@ -40,6 +40,7 @@ FOREIGN_SUFFIXES = {"B": "GPTQ Marlin (B, s)", "SCB": "bitsandbytes int8", "absm
                     "quant_map": "bitsandbytes 4-bit", "bitsandbytes__nf4": "bitsandbytes nf4",
                     "bitsandbytes__fp4": "bitsandbytes fp4", "weight_scale": "FP8 / compressed-tensors",
                     "weight_packed": "compressed-tensors"}
+# quant_method values of other formats; GPTQ's own other layouts come from gptq.layout.OTHER_LAYOUTS.
 FOREIGN_METHODS = {"awq": "AWQ", "bitsandbytes": "bitsandbytes", "fp8": "FP8", "marlin": "GPTQ Marlin",
                    "gptq_marlin": "GPTQ Marlin", "bitblas": "BitBLAS", "exl2": "EXL2", "hqq": "HQQ",
                    "aqlm": "AQLM", "quanto": "quanto", "eetq": "EETQ", "compressed-tensors": "compressed-tensors"}
@@ -108,7 +109,10 @@ def validate(path: str, *, deep: bool = False, fmt: str = "auto", progress: Prog
         return _report(str(path), "unknown", [from_error(err)], [])
     with ckpt:
         if ckpt.kind == "gguf":
-            rows, findings = _gguf_layers(ckpt, deep, progress)
+            rows, findings = _gguf_layers(ckpt, deep, progress) if fmt in ("auto", "q4_k") else ([], [])
+            if not rows:
+                findings.append(finding("checkpoint.empty", "error", f"no {'q4_K' if fmt == 'auto' else fmt} layer "
+                                        "in this GGUF file: nothing was checked"))
             return _report(str(path), "q4_k", list(ckpt.findings) + findings, rows)
         _refuse_foreign_method(ckpt)
         layers, foreign = group_layers(ckpt.tensor_names())
@@ -165,13 +169,18 @@ def _run_parallel(ckpt: Checkpoint, layers: list[LayerGroup], deep: bool,
 
 
 def _refuse_foreign_method(ckpt: Checkpoint) -> None:
-    config = ckpt.config or {}
+    """QF-5.2: another quant_method, or a GPTQ checkpoint_format naming another layout (GPTQ-6.3)."""
+    config = ckpt.config if isinstance(ckpt.config, dict) else {}
     method = str(config.get("quant_method", config.get("method", ""))).lower()
-    fmt = str(config.get("checkpoint_format", config.get("format", ""))).lower()
-    name = FOREIGN_METHODS.get(method) or (FOREIGN_METHODS.get(fmt) if method == "gptq" else None)
-    if name:
+    if method in FOREIGN_METHODS:
         raise fail("checkpoint.format.unsupported", "quant_method",
-                   "a format qformats covers (gptq v1/v2, spqr, q4_k)", f"{method or fmt} ({name})")
+                   "a format qformats covers (gptq v1/v2, spqr, q4_k)", f"{method} ({FOREIGN_METHODS[method]})")
+    if method == "gptq":
+        try:
+            parse_gptq_config(config)
+        except QFormatsError as err:
+            if err.code == "gptq.config.other_layout":
+                raise fail("checkpoint.format.unsupported", err.tensor, err.constraint, err.actual) from None
 
 
 def _foreign_findings(foreign: list[str]) -> list[Finding]:
@@ -183,7 +192,8 @@ def _foreign_findings(foreign: list[str]) -> list[Finding]:
                     f"first '{foreign[0]}'; they were not checked", tensor=foreign[0])]
 
 
-def _load(ckpt: Checkpoint, group: LayerGroup) -> dict[str, np.ndarray]:
+def load_layer(ckpt: Checkpoint, group: LayerGroup) -> dict[str, np.ndarray]:
+    """A layer's tensors by suffix, each memory-mapped by the container reader."""
     return {suffix: ckpt.tensor(full) for suffix, full in group.tensors.items()}
 
 
@@ -201,42 +211,37 @@ def _gptq_config(ckpt: Checkpoint) -> tuple[Any, list[Finding]]:
                               "are read off the tensors and the label is taken as v1 (GPTQ-6.3)")]
     try:
         config, findings = parse_gptq_config(ckpt.config, source=ckpt.configs[0].file)
-    except QFormatsError as err:
-        if err.code == "gptq.config.other_layout":
-            raise fail("checkpoint.format.unsupported", err.tensor, err.constraint, err.actual) from None
+    except QFormatsError as err:  # other layouts were refused before any layer was read
         return None, [from_error(err.with_file(ckpt.configs[0].file))]
     return config, findings
 
 
-def _gptq_params(config: Any, name: str, t: dict[str, np.ndarray]) -> tuple[dict[str, Any], list[Finding]]:
-    """bits, group size, desc_act, sym for one module: config + ``dynamic`` overrides vs tensors (GPTQ-6.6)."""
+def _gptq_params(config: Any, name: str, t: dict[str, np.ndarray]) -> tuple[dict[str, Any] | None, list[Finding]]:
+    """bits, group size, desc_act, sym, version of one module (GPTQ-6.6), checked against its tensors (6.7)."""
     scales, qzeros = t.get("scales"), t.get("qzeros")
     tensor_bits = None
     if scales is not None and qzeros is not None and scales.ndim == 2 and qzeros.ndim == 2 and scales.shape[1]:
         tensor_bits = qzeros.shape[1] * 32 // scales.shape[1]
     if config is None:
+        if tensor_bits not in BITS:
+            return None, [finding("tensor.shape", "error", f"'{name}' has no consistent GPTQ width "
+                                  "(qzeros columns * 32 / scales columns is not 2, 3, 4 or 8)", tensor=name)]
         return {"bits": tensor_bits, "group_size": None, "desc_act": False, "sym": None, "version": "v1"}, []
-    params = {"bits": config.bits, "group_size": config.group_size, "desc_act": config.desc_act,
-              "sym": config.sym, "version": config.version}
+    params = module_params(config, name)
     findings = []
-    for key, overrides in (config.dynamic or {}).items():
-        sign, pattern = (key[0], key[2:]) if key[:2] in ("+:", "-:") else ("+", key)
-        if not re.match(pattern, name):
-            continue
-        if sign == "-":
-            findings.append(finding("gptq.config.tensor_mismatch", "error", f"dynamic rule {key!r} leaves "
-                                    f"'{name}' unquantized, but the checkpoint holds its qweight", tensor=name))
-        params.update({k: v for k, v in overrides.items() if k in params})
-        break
-    if tensor_bits is not None and tensor_bits != params["bits"]:
-        findings.append(finding("gptq.config.tensor_mismatch", "error", f"config says {params['bits']}-bit but "
-                                f"'{name}.qzeros' holds {tensor_bits}-bit fields for {scales.shape[1]} columns",
-                                tensor=f"{name}.qzeros"))
-        params["bits"] = tensor_bits
+    if params.excluded_by:
+        findings.append(finding("gptq.config.tensor_mismatch", "error", f"dynamic rule {params.excluded_by!r} "
+                                f"leaves '{name}' unquantized, but the checkpoint holds its qweight", tensor=name))
+    if tensor_bits != params.bits:
+        findings.append(finding("gptq.config.tensor_mismatch", "error", f"config says {params.bits}-bit but "
+                                f"'{name}.qzeros' and '{name}.scales' imply {tensor_bits}-bit fields", tensor=f"{name}.qzeros"))
     if name.endswith("lm_head") and not config.lm_head:
         findings.append(finding("gptq.config.tensor_mismatch", "error", "config says lm_head is not quantized "
                                 "(lm_head false) but the checkpoint holds lm_head.qweight", tensor=name))
-    return params, findings
+    resolved = params.model_dump(exclude={"excluded_by"})
+    if tensor_bits != params.bits and tensor_bits in BITS:
+        resolved["bits"] = tensor_bits  # check the layer as stored, so one mismatch is reported once
+    return resolved, findings
 
 
 def _gptq_layers(ckpt: Checkpoint, layers: list[LayerGroup], deep: bool,
@@ -245,21 +250,19 @@ def _gptq_layers(ckpt: Checkpoint, layers: list[LayerGroup], deep: bool,
     rows, awq = [], []
     for i, group in enumerate(layers):
         _tick(progress, i, len(layers), group.name)
-        t = _load(ckpt, group)
+        t = load_layer(ckpt, group)
         if _awq_shaped(t):
             awq.append(group.name)
             continue
         params, more = _gptq_params(config, group.name, t)
         findings += more
-        if params["bits"] not in (2, 3, 4, 8):
-            findings.append(finding("tensor.shape", "error", f"'{group.name}' has no consistent GPTQ width "
-                                    "(qzeros and scales disagree)", tensor=group.name))
+        if params is None:
             continue
-        more, row = gptq_checks.layer_findings(group.name, t, bits=params["bits"], group_size=params["group_size"],
+        more, row = layer_findings(group.name, t, bits=params["bits"], group_size=params["group_size"],
                                                declared=params["version"], desc_act=params["desc_act"],
                                                sym=params["sym"])
         findings += more
-        if deep and not any(f.severity == "error" and f.tensor and f.tensor.startswith(group.name) for f in more):
+        if deep and not any(f.severity == "error" for f in more):
             row.update(_gptq_deep_stats(group.name, t, params["bits"], params["version"], row["group_size"], findings))
         rows.append(row)
     if awq and not rows:
@@ -278,7 +281,7 @@ def _awq_shaped(t: dict[str, np.ndarray]) -> bool:
     if qweight is None or scales is None or qweight.ndim != 2 or scales.ndim != 2:
         return False
     n = scales.shape[1]
-    return qweight.shape[1] != n and qweight.shape[1] * 32 % n == 0 and qweight.shape[1] * 32 // n in (2, 3, 4, 8)
+    return n > 0 and qweight.shape[1] != n and qweight.shape[1] * 32 % n == 0 and qweight.shape[1] * 32 // n in (2, 3, 4, 8)
 
 
 DEEP_CHUNK_COLUMNS = 1024  # output columns decoded at once: bounds --deep memory to ~K * 1024 floats
@@ -350,7 +353,7 @@ def _spqr_layers(ckpt: Checkpoint, layers: list[LayerGroup], deep: bool,
     rows = []
     for i, group in enumerate(layers):
         _tick(progress, i, len(layers), group.name)
-        t = _load(ckpt, group)
+        t = load_layer(ckpt, group)
         if any(group.name == s or group.name.startswith(s + ".") or f"{group.name}.weight" == s for s in skipped):
             findings.append(finding("spqr.config.shape_mismatch", "error", f"'{group.name}' is listed in "
                                     "modules_to_not_convert but holds SpQR tensors", tensor=group.name))

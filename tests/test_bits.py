@@ -74,3 +74,21 @@ def test_pack_rejects(width, values, code, message):
     assert info.value.code == code
     if message:
         assert info.value.message == message
+
+
+@pytest.mark.parametrize(
+    ("call", "code"),
+    [
+        pytest.param(lambda: bits.pack(np.int64(3), 4), "argument.invalid", id="scalar-values"),
+        pytest.param(lambda: bits.pack(np.zeros((8, 2), int), 4, axis=2), "argument.invalid", id="axis-out-of-range"),
+        pytest.param(lambda: bits.pack(np.zeros(8, int), 4.0), "bits.unsupported", id="float-bits"),
+        pytest.param(lambda: bits.pack(np.zeros(32, int), True), "bits.unsupported", id="bool-bits"),
+        pytest.param(lambda: bits.unpack(np.zeros(4, np.int32), 4, count=-1), "bits.length", id="negative-count"),
+        pytest.param(lambda: bits.unpack(np.int32(0), 4), "argument.invalid", id="scalar-words"),
+    ],
+)
+def test_bad_arguments_are_refused_not_reinterpreted(call, code):
+    """QF-2.6: an axis, width or count outside its domain is an error, never silently wrapped."""
+    with pytest.raises(QFormatsError) as info:
+        call()
+    assert info.value.code == code

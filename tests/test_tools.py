@@ -79,13 +79,45 @@ def test_output_inside_the_input_is_refused(tmp_path):
     assert sorted(p.name for p in ckpt.iterdir()) == ["config.json", "model.safetensors"]
 
 
-def test_decode_writes_the_reference_weight(tmp_path):
-    """decode: a layer's reference dequantization, float32 (out, in), into a new safetensors file."""
-    out = tmp_path / "w.safetensors"
-    names = decode(str(FIXTURES / "checkpoints" / "gptq_v1_sym_4bit"), ["model.layers.0.mlp.down_proj"], str(out))
-    assert names == ["model.layers.0.mlp.down_proj.weight"]
-    w = load_file(str(out))["model.layers.0.mlp.down_proj.weight"]
-    assert (w.dtype, w.shape) == (np.float32, (64, 128))
+def test_decode_reproduces_the_third_party_truth(tmp_path):
+    """decode: GPTQModel 7.7.0's packed layer decodes to the golden float32 truth, as (out, in)."""
+    from safetensors.numpy import save_file
+
+    golden = load_file(str(FIXTURES / "third_party" / "gptq" / "layers" / "b3_asym_g128_k160_n64_act.safetensors"))
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir()
+    save_file({"m.qweight": golden["gptqmodel.qweight"], "m.qzeros": golden["gptqmodel_v2.qzeros"],
+               "m.scales": golden["scales"], "m.g_idx": golden["g_idx"]}, str(ckpt / "model.safetensors"))
+    (ckpt / "config.json").write_text(json.dumps({"quantization_config": {
+        "bits": 3, "group_size": 128, "desc_act": True, "sym": False, "checkpoint_format": "gptq_v2"}}))
+    assert decode(str(ckpt), ["m"], str(tmp_path / "w.safetensors")) == ["m.weight"]
+    w = load_file(str(tmp_path / "w.safetensors"))["m.weight"]
+    np.testing.assert_array_equal(w, golden["truth"].T, strict=True)
+
+
+def test_decode_applies_dynamic_overrides(tmp_path):
+    """GPTQ-6.6: a module overridden to another group size is decoded with it, not the global one."""
+    from safetensors.numpy import save_file
+
+    golden = load_file(str(FIXTURES / "third_party" / "gptq" / "layers" / "b4_asym_g32_k128_n64.safetensors"))
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir()
+    save_file({"layers.0.mlp.down_proj." + k: golden[src] for k, src in (
+        ("qweight", "gptqmodel.qweight"), ("qzeros", "gptqmodel_v1.qzeros"), ("scales", "scales"), ("g_idx", "g_idx"))},
+        str(ckpt / "model.safetensors"))
+    (ckpt / "config.json").write_text(json.dumps({"quantization_config": {
+        "bits": 8, "group_size": 128, "checkpoint_format": "gptq",
+        "dynamic": {"+:.*down_proj": {"bits": 4, "group_size": 32}}}}))
+    decode(str(ckpt), ["layers.0.mlp.down_proj"], str(tmp_path / "w.safetensors"))
+    w = load_file(str(tmp_path / "w.safetensors"))["layers.0.mlp.down_proj.weight"]
+    np.testing.assert_array_equal(w, golden["truth"].T, strict=True)
+
+
+def test_convert_creates_a_missing_output_parent(tmp_path):
+    """convert writes into a new folder path whose parent does not exist yet."""
+    out = tmp_path / "new" / "parent" / "v2"
+    convert(str(VALID_V1), str(out), to="gptq_v2")
+    assert validate(str(out)).verdict == "valid"
 
 
 def test_decode_unknown_layer_is_exit_2(tmp_path, capsys):

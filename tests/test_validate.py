@@ -4,6 +4,7 @@ import json
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from qformats.cli import main
@@ -15,13 +16,30 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 GOLDEN_GPTQ = json.loads((FIXTURES / "third_party" / "gptq" / "manifest.json").read_text())
 
 
-@pytest.mark.parametrize("name", sorted(SAMPLES))
+# What each sample's construction implies (qformats/samples.py docstrings), written out here rather
+# than read back from the module under test.
+SAMPLE_VERDICTS = {
+    "gptq_v1_sym_4bit": ("valid", set()),
+    "gptq_v2_asym_3bit_actorder": ("valid", set()),
+    "gptq_v2_zeros_labelled_gptq": ("invalid", {"gptq.label.mismatch"}),
+    "gptq_v1_zero_underflow_autogptq": ("invalid", {"gptq.zero.v1_unrepresentable"}),
+    "spqr_csr": ("valid", set()),
+    "q4_k.gguf": ("valid", set()),
+}
+
+
+def test_every_sample_has_an_expected_verdict():
+    """The table below covers exactly the bundled samples."""
+    assert set(SAMPLE_VERDICTS) == set(SAMPLES)
+
+
+@pytest.mark.parametrize("name", sorted(SAMPLE_VERDICTS))
 def test_bundled_samples_get_the_verdict_their_construction_implies(name):
     """Each sample was built valid, or broken in one named way; --deep finds exactly that."""
-    _, verdict, codes = SAMPLES[name]
+    verdict, codes = SAMPLE_VERDICTS[name]
     report = validate(str(FIXTURES / "checkpoints" / name), deep=True)
     assert report.verdict == verdict
-    assert {f.code for f in report.findings if f.severity == "error"} == set(codes)
+    assert {f.code for f in report.findings if f.severity == "error"} == codes
     assert report.summary["layers"] == 2
 
 
@@ -72,7 +90,8 @@ def test_truncated_safetensors_is_a_finding_exit_1(tmp_path, capsys):
     bad = tmp_path / "model.safetensors"
     bad.write_bytes(src.read_bytes()[:-100])
     assert main(["validate", "--json", str(bad)]) == 1
-    assert json.loads(capsys.readouterr().out)["verdict"] == "invalid"
+    doc = json.loads(capsys.readouterr().out)
+    assert (doc["verdict"], [f["code"] for f in doc["findings"]]) == ("invalid", ["st.truncated"])
 
 
 def test_awq_checkpoint_is_refused_not_decoded_as_gptq(tmp_path):
@@ -128,7 +147,8 @@ def test_config_bits_contradicting_the_tensors_is_reported(tmp_path):
     (ckpt / "config.json").write_text(json.dumps(config))
     report = validate(str(ckpt))
     assert {f.code for f in report.findings} == {"gptq.config.tensor_mismatch"}
-    assert "config says 8-bit" in report.findings[0].message
+    assert "config says 8-bit but 'model.layers.0.mlp.down_proj.qzeros' and" in report.findings[0].message
+    assert "imply 4-bit fields" in report.findings[0].message
 
 
 def test_validate_never_writes_to_its_input(tmp_path):
@@ -210,3 +230,44 @@ def test_awq_shaped_tensors_without_a_config_are_not_decoded_as_gptq(tmp_path):
         validate(str(tmp_path / "awq.safetensors"))
     assert info.value.code == "checkpoint.format.unsupported"
     assert "AWQ layout" in info.value.message
+
+
+def _mutated_sample(tmp_path, tensors=None, config=None):
+    """The 4-bit v1 sample with some tensors replaced and/or its quantization_config updated."""
+    from safetensors.numpy import load_file, save_file
+
+    ckpt = tmp_path / "ckpt"
+    shutil.copytree(FIXTURES / "checkpoints" / "gptq_v1_sym_4bit", ckpt)
+    if tensors:
+        stored = load_file(str(ckpt / "model.safetensors")) | tensors
+        save_file(stored, str(ckpt / "model.safetensors"))
+    if config is not None:
+        doc = json.loads((ckpt / "config.json").read_text())
+        doc["quantization_config"].update(config)
+        (ckpt / "config.json").write_text(json.dumps(doc))
+    return ckpt
+
+
+DOWN = "model.layers.0.mlp.down_proj"
+
+
+@pytest.mark.parametrize(("tensors", "config", "code"), [
+    pytest.param({f"{DOWN}.qzeros": np.zeros((0, 8), np.int32)}, None, "tensor.shape", id="qzeros-without-rows"),
+    pytest.param({f"{DOWN}.qweight": np.zeros((0, 64), np.int32)}, None, "tensor.shape", id="qweight-K-0"),
+    pytest.param({f"{DOWN}.scales": np.zeros((4, 0), np.float16)}, None, "tensor.shape", id="scales-N-0"),
+    pytest.param(None, {"dynamic": {"+:[": {}}}, "gptq.config.invalid", id="dynamic-bad-regex"),
+    pytest.param(None, {"dynamic": {"+:.*": {"group_size": "32"}}}, "gptq.config.invalid", id="dynamic-string-group"),
+    pytest.param(None, {"checkpoint_format": ["gptq"]}, "gptq.config.invalid", id="format-is-a-list"),
+])
+def test_hostile_layers_and_configs_are_findings_not_crashes(tmp_path, tensors, config, code):
+    """QF-1.1: malformed tensors or configs give a coded finding and exit 1, never a traceback."""
+    ckpt = _mutated_sample(tmp_path, tensors, config)
+    report = validate(str(ckpt), deep=True)
+    assert report.verdict == "invalid"
+    assert code in {f.code for f in report.findings}
+
+
+def test_format_option_applies_to_gguf_files():
+    """--format gptq on a GGUF file checks no GPTQ layer, which is never a pass (QF-5.1)."""
+    report = validate(str(FIXTURES / "checkpoints" / "q4_k.gguf"), fmt="gptq")
+    assert (report.verdict, [f.code for f in report.findings]) == ("invalid", ["checkpoint.empty"])

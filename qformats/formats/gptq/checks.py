@@ -12,12 +12,10 @@ from typing import Any
 
 import numpy as np
 
-from ...errors import QFormatsError, fail
-from ...findings import Finding, finding, from_error
+from ...errors import fail
+from ...findings import Finding, finding
 from ...tensors import as_array, check_finite, check_tensor
-from .evidence import LabelEvidence, label_evidence, reader_disagreements
-from .quirks import READERS
-from .layout import BITS, n_groups
+from .layout import check_bits, group_rows, n_groups
 
 __all__ = [
     "LayerDims",
@@ -25,6 +23,9 @@ __all__ = [
     "checked_tensors",
     "check_codes",
     "check_zeros",
+    "check_qzeros",
+    "check_g_idx_range",
+    "infer_group_size",
     "check_g_idx",
     "trivial_g_idx",
     "is_trivial_g_idx",
@@ -42,11 +43,6 @@ class LayerDims:
     group_size: int
 
 
-def check_bits(bits: int) -> None:
-    if bits not in BITS:
-        raise fail("bits.unsupported", "bits", "one of 2, 3, 4, 8 (GPTQ-6.1)", bits)
-
-
 def _tensor(layer: Any, name: str) -> Any:
     if isinstance(layer, Mapping):
         return layer.get(name)
@@ -55,24 +51,27 @@ def _tensor(layer: Any, name: str) -> Any:
 
 def layer_dims(layer: Any, bits: int, group_size: int | None = None) -> LayerDims:
     """Read K, N, G off ``qweight``/``qzeros``; infer the group size when not given (GPTQ-5.5)."""
-    check_bits(bits)
+    bits = check_bits(bits)
     qweight = check_tensor("qweight", _require(layer, "qweight"), "int32", None)
     qzeros = check_tensor("qzeros", _require(layer, "qzeros"), "int32", None)
     for name, arr in (("qweight", qweight), ("qzeros", qzeros)):
         if arr.ndim != 2:
             raise fail("tensor.shape", name, "two-dimensional", tuple(arr.shape))
+    if 0 in qweight.shape or 0 in qzeros.shape:
+        raise fail("tensor.shape", "qweight" if 0 in qweight.shape else "qzeros",
+                   "non-empty (a layer has K, N and G of at least 1)", tuple((qweight if 0 in qweight.shape else qzeros).shape))
     k = qweight.shape[0] * 32 // bits
     if (qweight.shape[0] * 32) % bits:
         raise fail("tensor.shape", "qweight", f"(K * {bits} / 32, N) for an integer K", tuple(qweight.shape))
     g = qzeros.shape[0]
     if group_size is None:
-        group_size = _infer_group_size(_tensor(layer, "g_idx"), k, g)
+        group_size = infer_group_size(_tensor(layer, "g_idx"), k, g)
     if n_groups(k, group_size) != g:
         raise fail("tensor.shape", "qzeros", f"{n_groups(k, group_size)} rows (ceil(K={k} / group_size={group_size}))", g)
     return LayerDims(k, qweight.shape[1], g, group_size)
 
 
-def _infer_group_size(g_idx: Any, k: int, groups: int) -> int:
+def infer_group_size(g_idx: Any, k: int, groups: int) -> int:
     """Every group but the last is full (GPTQ-5.2), so the largest group is the group size.
 
     Without g_idx, ``ceil(K / G)``; that is ambiguous only for a short last group, which a
@@ -99,6 +98,7 @@ def checked_tensors(layer: Any, bits: int, group_size: int | None = None) -> tup
 
     A missing ``g_idx`` is filled with the trivial one; ``bias`` is optional.
     """
+    bits = check_bits(bits)
     dims = layer_dims(layer, bits, group_size)
     k, n, g = dims.in_features, dims.out_features, dims.n_groups
     if (n * bits) % 32:
@@ -123,24 +123,35 @@ def checked_tensors(layer: Any, bits: int, group_size: int | None = None) -> tup
 
 
 def check_codes(codes: Any, bits: int) -> np.ndarray:
-    """Codes are integers in [0, 2^b - 1] (GPTQ-3.1)."""
+    """Codes are a non-empty (in, out) integer array with values in [0, 2^b - 1] (GPTQ-3.1)."""
     arr = as_array(codes, "codes")
-    if arr.dtype.kind not in "iu" or arr.ndim != 2:
-        raise fail("tensor.dtype" if arr.dtype.kind not in "iu" else "tensor.shape", "codes",
-                   "a two-dimensional integer array (in_features, out_features)",
-                   arr.dtype.name if arr.dtype.kind not in "iu" else tuple(arr.shape))
+    if arr.dtype.kind not in "iu":
+        raise fail("tensor.dtype", "codes", "an integer array (in_features, out_features)", arr.dtype.name)
+    if arr.ndim != 2 or 0 in arr.shape:
+        raise fail("tensor.shape", "codes", "non-empty (in_features, out_features)", tuple(arr.shape))
     _check_range(arr, "codes", bits, "gptq.codes.range")
     return arr
 
 
-def check_zeros(zeros: Any, bits: int, shape: tuple[int, int]) -> np.ndarray:
-    """Zero points are integers in [0, 2^b - 1] (GPTQ-3.3)."""
+def check_zeros(zeros: Any, bits: int, shape: tuple[int, int] | None = None) -> np.ndarray:
+    """Zero points are integers in [0, 2^b - 1] (GPTQ-3.3), of ``shape`` (groups, out) when given."""
     arr = as_array(zeros, "zeros")
     if arr.dtype.kind not in "iu":
         raise fail("tensor.dtype", "zeros", "an integer array", arr.dtype.name)
-    if arr.shape != shape:
-        raise fail("tensor.shape", "zeros", f"of shape {shape} (groups, out_features)", tuple(arr.shape))
+    if arr.ndim != 2 or (shape is not None and arr.shape != shape):
+        raise fail("tensor.shape", "zeros", f"of shape {shape or '(groups, out_features)'}", tuple(arr.shape))
     _check_range(arr, "zeros", bits, "gptq.zero.range")
+    return arr
+
+
+def check_qzeros(qzeros: Any, bits: int, out_features: int | None = None) -> np.ndarray:
+    """``qzeros`` is non-empty int32 (G, N * b / 32) (GPTQ-2.1, 2.2)."""
+    arr = check_tensor("qzeros", qzeros, "int32", None)
+    width = None if out_features is None else out_features * bits / 32
+    whole_words = arr.ndim == 2 and (arr.shape[1] * 32) % bits == 0
+    if not whole_words or 0 in arr.shape or (width is not None and arr.shape[1] != width):
+        want = "(G, N * bits / 32)" if width is None else f"(G, {width:g})"
+        raise fail("tensor.shape", "qzeros", f"non-empty {want}", tuple(arr.shape))
     return arr
 
 
@@ -154,8 +165,7 @@ def _check_range(arr: np.ndarray, name: str, bits: int, code: str) -> None:
 
 def trivial_g_idx(in_features: int, group_size: int) -> np.ndarray:
     """``g_idx[k] = k // group_size``, all zeros for group_size -1 (GPTQ-5.3, 5.5)."""
-    size = in_features if group_size == -1 else group_size
-    return (np.arange(in_features) // size).astype(np.int32)
+    return (np.arange(in_features) // group_rows(in_features, group_size)).astype(np.int32)
 
 
 def is_trivial_g_idx(g_idx: np.ndarray, group_size: int) -> bool:
@@ -175,7 +185,7 @@ def check_g_idx(g_idx: np.ndarray, groups: int, group_size: int) -> None:
     """Range (GPTQ-5.1), then every group holds exactly group_size rows, the last may be short (5.2)."""
     check_g_idx_range(g_idx, groups)
     k = len(g_idx)
-    size = k if group_size == -1 else group_size
+    size = group_rows(k, group_size)
     expected = np.full(groups, size, np.int64)
     expected[-1] = k - size * (groups - 1)
     counts = np.bincount(g_idx, minlength=groups)
@@ -198,59 +208,3 @@ def g_idx_findings(g_idx: np.ndarray, group_size: int, *, desc_act: bool, tensor
     return [finding("gptq.g_idx.ignored_without_desc_act", "warning",
                     f"g_idx is not k // group_size in {rows} rows but desc_act is false: "
                     "vLLM ignores it, GPTQModel honours it", tensor=tensor)]
-
-
-def layer_findings(name: str, layer: Any, *, bits: int, group_size: int | None, declared: str,
-                   desc_act: bool, sym: bool | None = None) -> tuple[list[Finding], dict[str, Any]]:
-    """Every GPTQ check of one layer: structure, g_idx, label evidence, v1 zero underflow.
-
-    Returns the findings (codes of spec/gptq.md) and a summary row for ``inspect``. Structural
-    errors come back as error findings rather than exceptions, so a validator reports every
-    layer of a checkpoint in one pass.
-    """
-    try:
-        dims, t = checked_tensors(layer, bits, group_size)
-        check_g_idx(t["g_idx"], dims.n_groups, dims.group_size)
-    except QFormatsError as err:
-        return [from_error(err.within(name))], {"layer": name, "format": f"gptq_{declared}", "bits": bits}
-    findings = g_idx_findings(t["g_idx"], dims.group_size, desc_act=desc_act, tensor=f"{name}.g_idx")
-    evidence = label_evidence(t["qzeros"], bits, qweight=t["qweight"], g_idx=t["g_idx"], sym=sym)
-    if evidence.verdict not in (declared, "undetermined"):
-        fix = (f"qformats convert PATH --to {'gptq_v2' if evidence.verdict == 'v2' else 'gptq'} "
-               f"--source-version {evidence.verdict} -o OUT")
-        findings.append(finding("gptq.label.mismatch", "error",
-                                f"declared {declared} but the zeros say {evidence.verdict}: {evidence.detail}; "
-                                f"readers that use qzeros (vLLM gptq_gemm, AutoGPTQ, exllama) decode it wrongly (fix: {fix})",
-                                tensor=f"{name}.qzeros"))
-    if declared == "v1" and evidence.all_ones_fields:
-        findings.append(_underflow_finding(name, t, bits, dims.group_size, evidence))
-    summary = {
-        "layer": name, "format": f"gptq_{declared}", "bits": bits, "group_size": dims.group_size,
-        "in_features": dims.in_features, "out_features": dims.out_features,
-        "g_idx": "trivial" if is_trivial_g_idx(t["g_idx"], dims.group_size) else "act-order",
-        "evidence": evidence.verdict, "evidence_method": evidence.method,
-        "bits_per_weight": _bits_per_weight(dims, bits),
-    }
-    return findings, summary
-
-
-def _underflow_finding(name: str, t: Mapping[str, np.ndarray], bits: int, group_size: int,
-                       evidence: LabelEvidence) -> Finding:
-    """GPTQ-3.4: count all-ones v1 fields and what each real reader makes of them."""
-    counts = reader_disagreements(t["qweight"], t["qzeros"], t["scales"], t["g_idx"], bits=bits,
-                                  version="v1", group_size=group_size)
-    # Marlin ignores qzeros and the legacy-int3 reader equals gptqmodel below 3 bits: neither adds news.
-    relevant = {r: n for r, n in counts.items() if not READERS[r].fixed_zero and (r != "gptqmodel_legacy_int3" or bits == 3)}
-    wrong = ", ".join(f"{reader} {n}" for reader, n in relevant.items() if n) or "none"
-    writer = next((s for s in evidence.signatures if s != "all-ones-fields"), "masked or borrow")
-    return finding("gptq.zero.v1_unrepresentable", "error",
-                   f"{evidence.all_ones_fields} v1 zero fields are all ones ({(1 << bits) - 1}), i.e. zero point 0, "
-                   f"which v1 cannot represent; writer signature: {writer}; weights decoded differently from the "
-                   f"intended zero 0 per reader: {wrong}", tensor=f"{name}.qzeros")
-
-
-def _bits_per_weight(dims: LayerDims, bits: int) -> float:
-    """Stored bits per weight, statistics and g_idx included."""
-    k, n, g = dims.in_features, dims.out_features, dims.n_groups
-    total = k * n * bits + g * n * (bits + 16) + 32 * k
-    return round(total / (k * n), 4)

@@ -20,7 +20,7 @@ from ...errors import fail
 from ...numerics import round_half_even
 from ...tensors import Layer, as_array, check_finite, check_tensor
 from . import checks
-from .layout import Version, n_groups
+from .layout import Version, check_bits, check_version, group_rows, n_groups
 from .quirks import get_reader, get_writer
 
 __all__ = ["GPTQLayer", "pack", "unpack", "dequantize", "quantize", "convert", "stored_fields", "zeros_from_fields"]
@@ -37,12 +37,6 @@ class GPTQLayer(Layer):
     @classmethod
     def _optional_tensors(cls) -> tuple[str, ...]:
         return ("bias",)
-
-
-def _check_version(version: str) -> Version:
-    if version not in ("v1", "v2"):
-        raise fail("argument.invalid", "version", "'v1' or 'v2'", version)
-    return version  # type: ignore[return-value]
 
 
 def _maxq(bits: int) -> int:
@@ -83,15 +77,16 @@ def pack(codes: Any, zeros: Any, scales: Any, *, bits: int, g_idx: Any = None, v
     ``writer`` (v1 only) emulates a real tool's qzeros bit for bit (GPTQ-4.1): "autogptq",
     "gptqmodel", "gptqmodel_legacy_int3", "masked". Without it the strict writer refuses zero 0.
     """
-    checks.check_bits(bits)
-    version = _check_version(version)
+    bits = check_bits(bits)
+    version = check_version(version)
     q = checks.check_codes(codes, bits)
     k, n = q.shape
-    groups = as_array(zeros, "zeros").shape[0] if np.ndim(zeros) == 2 else 0
+    z = checks.check_zeros(zeros, bits)
     if group_size is None:
-        group_size = -1 if groups == 1 else -(-k // max(groups, 1))
+        group_size = checks.infer_group_size(None, k, z.shape[0])
     g = n_groups(k, group_size)
-    z = checks.check_zeros(zeros, bits, (g, n))
+    if z.shape != (g, n):
+        raise fail("tensor.shape", "zeros", f"of shape {(g, n)} (groups, out_features)", tuple(z.shape))
     s = check_tensor("scales", scales, "float16", (g, n))
     check_finite("scales", s, code="gptq.scales.nonfinite")
     if g_idx is None:
@@ -120,7 +115,7 @@ def _pack_zeros(z: np.ndarray, bits: int, version: Version, writer: str | None) 
 
 def unpack(layer: Any, *, bits: int, version: str, group_size: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Codes ``(in, out)`` uint8 and zero points ``(groups, out)`` int64 of a layer (spec reader)."""
-    version = _check_version(version)
+    version = check_version(version)
     dims, t = checks.checked_tensors(layer, bits, group_size)
     codes = bitpack.unpack(t["qweight"], bits, axis=0)
     fields = bitpack.unpack(t["qzeros"], bits, axis=1)
@@ -134,7 +129,7 @@ def dequantize(layer: Any, *, bits: int, version: str, reader: str = SPEC_READER
     ``reader`` selects the spec reader or a real tool's emulation (GPTQ-4.2), e.g.
     "autogptq_cuda_old", "vllm_gptq_gemm", "gptqmodel", "marlin".
     """
-    version = _check_version(version)
+    version = check_version(version)
     dims, t = checks.checked_tensors(layer, bits, group_size)
     codes = bitpack.unpack(t["qweight"], bits, axis=0)
     g_idx = t["g_idx"].astype(np.intp)
@@ -175,7 +170,7 @@ def convert(layer: Any, *, bits: int, to: str = "v2", group_size: int | None = N
     v1 -> v2 adds 1 per field and rejects all-ones v1 fields (GPTQ-3.4); v2 -> v1 subtracts 1
     and refuses zero points of 0 with their count (GPTQ-7.2). Other tensors are untouched.
     """
-    target = _check_version(to)
+    target = check_version(to, "to")
     source: Version = "v1" if target == "v2" else "v2"
     dims, t = checks.checked_tensors(layer, bits, group_size)
     checks.check_g_idx(t["g_idx"], dims.n_groups, dims.group_size)
@@ -199,24 +194,22 @@ def quantize(weight: Any, *, bits: int, group_size: int, sym: bool, version: str
     ``g_idx[k] = invperm[k] // group_size`` (GPTQ-5.3). Scales are stored as float16 and codes
     are rounded against the stored scale, so ``|w - dequant| <= scale / 2`` inside the clamp range.
     """
-    checks.check_bits(bits)
-    version = _check_version(version)
+    bits = check_bits(bits)
+    version = check_version(version)
     w = as_array(weight, "weight")
     if w.dtype.kind != "f" or w.ndim != 2:
         raise fail("tensor.dtype", "weight", "a two-dimensional float array (out, in)", f"{w.dtype.name}{list(w.shape)}")
+    if 0 in w.shape:
+        raise fail("tensor.shape", "weight", "non-empty (out, in)", tuple(w.shape))
     w = w.astype(np.float32)
     check_finite("weight", w)
     n, k = w.shape
     g = n_groups(k, group_size)
-    size = k if group_size == -1 else group_size
+    size = group_rows(k, group_size)
     order = _act_order_permutation(act_order, k)
     g_idx = (np.argsort(order) // size).astype(np.int32)  # invperm[k] // gs; identity order -> trivial
     scales, zeros = _minmax_params(w, g_idx, g, bits, sym)
     codes = _codes(w, scales, zeros, g_idx, bits)
-    if version == "v1" and (zeros == 0).any():
-        raise fail("gptq.zero.v1_unrepresentable", "zeros",
-                   "in [1, 2^b - 1] for a v1 writer: zero 0 has no v1 field",
-                   f"{int((zeros == 0).sum())} zero points of 0; quantize with version='v2'")
     return pack(codes.T, zeros.T, scales.T, bits=bits, g_idx=g_idx, version=version, group_size=group_size)
 
 
@@ -231,19 +224,18 @@ def _act_order_permutation(act_order: Any, k: int) -> np.ndarray:
     return np.argsort(-importance.astype(np.float64), kind="stable")
 
 
-def _group_reduce(w: np.ndarray, g_idx: np.ndarray, groups: int, ufunc: np.ufunc, init: float) -> np.ndarray:
-    out = np.full((w.shape[0], groups), init, np.float32)
+def _group_reduce(w: np.ndarray, g_idx: np.ndarray, groups: int, ufunc: np.ufunc) -> np.ndarray:
+    """``ufunc`` over each group's columns of every row: (rows, groups)."""
     order = np.argsort(g_idx, kind="stable")
     starts = np.searchsorted(g_idx[order], np.arange(groups))
-    out[:] = ufunc.reduceat(w[:, order], starts, axis=1)
-    return out
+    return ufunc.reduceat(w[:, order], starts, axis=1)
 
 
 def _minmax_params(w: np.ndarray, g_idx: np.ndarray, groups: int, bits: int, sym: bool):
     """AutoGPTQ/GPTQModel ``Quantizer.find_params`` per (row, group), in float32 (GPTQ-9.1)."""
     maxq = np.float32(_maxq(bits))
-    xmin = np.minimum(_group_reduce(w, g_idx, groups, np.minimum, np.inf), 0)
-    xmax = np.maximum(_group_reduce(w, g_idx, groups, np.maximum, -np.inf), 0)
+    xmin = np.minimum(_group_reduce(w, g_idx, groups, np.minimum), 0)
+    xmax = np.maximum(_group_reduce(w, g_idx, groups, np.maximum), 0)
     if sym:
         xmax = np.maximum(np.abs(xmin), xmax)
         xmin = np.where(xmin < 0, -xmax, xmin)

@@ -42,7 +42,9 @@ from pydantic import BaseModel, ConfigDict
 from ... import SPEC_VERSION
 from ...bits import field_positions, unpack
 from ...errors import QFormatsError, fail
-from ...tensors import as_array, check_finite
+from ...tensors import as_array, check_finite, check_tensor
+from .checks import check_g_idx_range, check_qzeros
+from .layout import check_bits, check_version
 from .quirks import READERS
 
 __all__ = ["LabelEvidence", "label_evidence", "reader_disagreements", "MARGIN", "SIGNATURES"]
@@ -66,21 +68,6 @@ class LabelEvidence(BaseModel):
     all_ones_fields: int = 0
 
 
-def _check_bits(bits: int) -> int:
-    if isinstance(bits, bool) or not isinstance(bits, (int, np.integer)) or int(bits) not in (2, 3, 4, 8):
-        raise fail("bits.unsupported", "bits", "one of [2, 3, 4, 8]", bits)
-    return int(bits)
-
-
-def _qzeros(qzeros, b: int) -> np.ndarray:
-    qz = as_array(qzeros, "qzeros")
-    if qz.dtype != np.int32:
-        raise fail("tensor.dtype", "qzeros", "int32", qz.dtype.name)
-    if qz.ndim != 2 or (qz.shape[1] * 32) % b or 0 in qz.shape:
-        raise fail("tensor.shape", "qzeros", f"non-empty 2-D (G, N*{b}/32)", tuple(qz.shape))
-    return qz
-
-
 def _codes(qweight, b: int, n: int) -> np.ndarray:
     qw = as_array(qweight, "qweight")
     if qw.dtype != np.int32:
@@ -95,14 +82,8 @@ def _groups(g_idx, k: int, g: int) -> np.ndarray:
         if g != 1 and k % g:
             raise fail("argument.invalid", "g_idx", f"given when K={k} is not a multiple of G={g}", None)
         return np.arange(k, dtype=np.int64) // (k // g)
-    gi = as_array(g_idx, "g_idx")
-    if gi.dtype.kind not in "iu":
-        raise fail("tensor.dtype", "g_idx", "int32", gi.dtype.name)
-    if gi.shape != (k,):
-        raise fail("tensor.shape", "g_idx", f"of shape ({k},)", tuple(gi.shape))
-    if k and (gi.min() < 0 or gi.max() >= g):
-        bad = int(np.argmax((gi < 0) | (gi >= g)))
-        raise fail("gptq.g_idx.range", "g_idx", f"in [0, {g})", f"{int(gi[bad])} at [{bad}]")
+    gi = check_tensor("g_idx", g_idx, ("int32", "int64"), (k,))
+    check_g_idx_range(gi, g)
     return gi.astype(np.int64)
 
 
@@ -131,8 +112,8 @@ def _legacy_int3(qz: np.ndarray, b: int) -> bool:
 
 def label_evidence(qzeros, bits: int, *, qweight=None, g_idx=None, sym: bool | None = None) -> LabelEvidence:
     """Judge from the tensors alone whether ``qzeros`` holds v1 or v2 fields (GPTQ-8.1-8.5)."""
-    b = _check_bits(bits)
-    qz = _qzeros(qzeros, b)
+    b = check_bits(bits)
+    qz = check_qzeros(qzeros, b)
     f = unpack(qz, b, axis=1).astype(np.int64)
     maxq, half = (1 << b) - 1, 1 << (b - 1)
     n_ones = int(np.count_nonzero(f == maxq))
@@ -201,10 +182,9 @@ def reader_disagreements(qweight, qzeros, scales, g_idx, *, bits: int, version: 
     as the masked writer meant it. Readers that cannot read this bits/version combination, or
     this group layout (``gptq.quirk.unsupported``), are left out of the result.
     """
-    b = _check_bits(bits)
-    if version not in ("v1", "v2"):
-        raise fail("argument.invalid", "version", "'v1' or 'v2'", version)
-    qz = _qzeros(qzeros, b)
+    b = check_bits(bits)
+    check_version(version)
+    qz = check_qzeros(qzeros, b)
     f = unpack(qz, b, axis=1).astype(np.int64)
     g, n = f.shape
     q = _codes(qweight, b, n)

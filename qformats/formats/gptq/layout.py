@@ -16,8 +16,11 @@ Tensors (GPTQ-2), for ``K = in_features``, ``N = out_features``, ``G = ceil(K / 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any, ClassVar, Literal
+
+import numpy as np
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -28,6 +31,12 @@ from ...tensors import TensorSpec
 
 __all__ = [
     "BITS",
+    "check_bits",
+    "check_version",
+    "group_rows",
+    "ModuleParams",
+    "module_params",
+    "DynamicOverride",
     "GPTQConfig",
     "GPTQMeta",
     "GPTQLayerSpec",
@@ -53,6 +62,43 @@ OTHER_LAYOUTS = {
 # AutoGPTQ BaseQuantizeConfig.from_quant_config, transformers 5.x GPTQConfig.
 KEY_ALIASES = (("format", "checkpoint_format"), ("method", "quant_method"),
                ("w_bit", "bits"), ("wbits", "bits"), ("q_group_size", "group_size"))
+
+
+def check_bits(bits: Any) -> int:
+    """The GPTQ widths (GPTQ-6.1): an integer in {2, 3, 4, 8}, never a bool or a float."""
+    if isinstance(bits, bool) or not isinstance(bits, (int, np.integer)) or int(bits) not in BITS:
+        raise fail("bits.unsupported", "bits", "one of 2, 3, 4, 8", bits)
+    return int(bits)
+
+
+def check_version(version: Any, name: str = "version") -> Version:
+    """'v1' (zero stored minus one) or 'v2' (zero stored exactly), GPTQ-1."""
+    if version not in ("v1", "v2"):
+        raise fail("argument.invalid", name, "'v1' or 'v2'", version)
+    return version  # type: ignore[return-value]
+
+
+def group_rows(in_features: int, group_size: int) -> int:
+    """Rows per group: ``group_size``, or all K rows for -1 (GPTQ-5.5)."""
+    return in_features if group_size == -1 else group_size
+
+
+class DynamicOverride(BaseModel):
+    """One GPTQModel ``dynamic`` rule's overrides (GPTQ-6.6); other keys are kept, not interpreted."""
+
+    model_config = ConfigDict(frozen=True, extra="allow", strict=True)
+
+    bits: Literal[2, 3, 4, 8] | None = None
+    group_size: int | None = None
+    desc_act: bool | None = None
+    sym: bool | None = None
+
+    @field_validator("group_size")
+    @classmethod
+    def _group_size(cls, value: int | None) -> int | None:
+        if value is not None and value != -1 and value <= 0:
+            raise ValueError("must be -1 or > 0")
+        return value
 
 
 class GPTQMeta(BaseModel):
@@ -89,7 +135,7 @@ class GPTQConfig(BaseModel):
     quant_method: Literal["gptq"] = "gptq"
     lm_head: bool = False
     pack_dtype: Literal["int32"] = "int32"
-    dynamic: dict[str, dict[str, Any]] | None = None
+    dynamic: dict[str, DynamicOverride] | None = None
     meta: GPTQMeta | None = None
     model_name_or_path: str | None = None
     model_file_base_name: str | None = None
@@ -102,9 +148,55 @@ class GPTQConfig(BaseModel):
             raise ValueError("must be -1 or > 0")
         return value
 
+    @field_validator("dynamic")
+    @classmethod
+    def _patterns_compile(cls, value: dict[str, DynamicOverride] | None) -> dict[str, DynamicOverride] | None:
+        for key in value or {}:
+            try:
+                re.compile(_rule(key)[1])
+            except re.error as exc:
+                raise ValueError(f"rule {key!r} is not a regular expression ({exc})") from None
+        return value
+
     @property
     def version(self) -> Version:
         return FORMAT_VERSIONS[self.checkpoint_format]
+
+
+def _rule(key: str) -> tuple[str, str]:
+    """("+" | "-", pattern) of a ``dynamic`` key; a bare pattern is a "+" rule."""
+    return (key[0], key[2:]) if key[:2] in ("+:", "-:") else ("+", key)
+
+
+class ModuleParams(BaseModel):
+    """What one module is quantized with, after GPTQ-6.6 overrides."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    bits: Literal[2, 3, 4, 8]
+    group_size: int
+    desc_act: bool
+    sym: bool
+    version: Version
+    excluded_by: str | None = None  # the "-:" rule that leaves this module unquantized, if any
+
+
+def module_params(config: GPTQConfig, module: str) -> ModuleParams:
+    """The config as it applies to ``module``: the first matching ``dynamic`` rule decides (GPTQ-6.6).
+
+    Patterns are anchored at the start of the module name (``re.match``), as vLLM's
+    ``get_dynamic_override`` applies them.
+    """
+    params = {"bits": config.bits, "group_size": config.group_size, "desc_act": config.desc_act,
+              "sym": config.sym, "version": config.version}
+    for key, override in (config.dynamic or {}).items():
+        sign, pattern = _rule(key)
+        if re.match(pattern, module):
+            if sign == "-":
+                return ModuleParams(**params, excluded_by=key)
+            params.update({k: v for k, v in override.model_dump(exclude_none=True).items() if k in params})
+            break
+    return ModuleParams(**params)
 
 
 class GPTQLayerSpec(BaseModel):
@@ -145,8 +237,12 @@ def parse_config(raw: Mapping[str, Any], *, source: str | None = None) -> tuple[
     Raises ``gptq.config.other_layout`` for Marlin/BitBLAS/gptq_p checkpoints (GPTQ-6.3) and
     ``gptq.config.invalid`` for values outside their domain (GPTQ-6.1).
     """
+    if not isinstance(raw, Mapping):
+        raise fail("gptq.config.invalid", "quantization_config", "a JSON object", type(raw).__name__)
     data, findings = _resolve_aliases(raw)
     fmt = data.get("checkpoint_format")
+    if fmt is not None and not isinstance(fmt, str):
+        raise fail("gptq.config.invalid", "checkpoint_format", "a string", fmt)
     if fmt in OTHER_LAYOUTS:
         raise fail("gptq.config.other_layout", "checkpoint_format",
                    "absent, 'gptq' or 'gptq_v2' (this is the " + OTHER_LAYOUTS[fmt] + ")", fmt)
@@ -157,7 +253,8 @@ def parse_config(raw: Mapping[str, Any], *, source: str | None = None) -> tuple[
     except ValidationError as exc:
         err = exc.errors()[0]
         field = ".".join(str(p) for p in err["loc"]) or "config"
-        raise fail("gptq.config.invalid", field, err["msg"].lower(), err.get("input")) from None
+        message = err["msg"].removeprefix("Value error, ").lower()
+        raise fail("gptq.config.invalid", field, message, err.get("input")) from None
     for key in sorted(config.model_extra or {}):
         where = f" in {source}" if source else ""
         findings.append(finding("gptq.config.unknown_key", "warning",
@@ -178,8 +275,7 @@ def n_groups(in_features: int, group_size: int) -> int:
 def tensor_specs(in_features: int, out_features: int, bits: int, group_size: int,
                  *, bias: bool = False) -> dict[str, TensorSpec]:
     """Name, dtype and shape of each tensor of one layer (GPTQ-2.1, GPTQ-2.2)."""
-    if bits not in BITS:
-        raise fail("bits.unsupported", "bits", "one of 2, 3, 4, 8", bits)
+    check_bits(bits)
     for name, n in (("in_features", in_features), ("out_features", out_features)):
         if n <= 0 or (n * bits) % 32:
             raise fail("bits.length", name, f"positive with {name} * bits a multiple of 32 (GPTQ-2.4)", n)
@@ -194,4 +290,4 @@ def tensor_specs(in_features: int, out_features: int, bits: int, group_size: int
     return {spec.name: spec for spec in specs}
 
 
-SCHEMA_MODELS = (GPTQConfig, GPTQMeta, GPTQLayerSpec)
+SCHEMA_MODELS = (GPTQConfig, GPTQMeta, DynamicOverride, GPTQLayerSpec, ModuleParams)

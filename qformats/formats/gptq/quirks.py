@@ -29,9 +29,11 @@ from typing import ClassVar
 import numpy as np
 
 from ... import SPEC_VERSION
-from ...bits import field_positions, pack, unpack
+from ...bits import field_positions, pack, packed_length, unpack
 from ...errors import fail
 from ...tensors import as_array
+from .checks import check_qzeros, check_zeros
+from .layout import check_bits, check_version, group_rows
 
 __all__ = [
     "WRITERS",
@@ -54,28 +56,6 @@ ONES = {2: 0x55555555, 4: 0x11111111, 8: 0x01010101}
 LEGACY_INT3 = (0x24924924, 0x92492492, 0x49249249)
 
 
-def _bits(bits: int, allowed: frozenset[int] | tuple[int, ...] = (2, 3, 4, 8)) -> int:
-    if isinstance(bits, bool) or not isinstance(bits, (int, np.integer)) or int(bits) not in allowed:
-        raise fail("bits.unsupported", "bits", f"one of {sorted(allowed)}", bits)
-    return int(bits)
-
-
-def _zeros(zeros, bits: int) -> np.ndarray:
-    """Logical zeros as int64 (G, N), range-checked (GPTQ-3.3)."""
-    z = as_array(zeros, "zeros")
-    if z.dtype.kind not in "iu":
-        raise fail("tensor.dtype", "zeros", "an integer array", z.dtype.name)
-    if z.ndim != 2:
-        raise fail("tensor.shape", "zeros", "2-D (G, N)", tuple(z.shape))
-    maxq = (1 << bits) - 1
-    if z.size and (z.min() < 0 or z.max() > maxq):
-        bad = np.argwhere((z < 0) | (z > maxq))[0]
-        raise fail("gptq.zero.range", "zeros", f"in [0, {maxq}]", f"{int(z[tuple(bad)])} at {bad.tolist()}")
-    if (z.shape[1] * bits) % 32:
-        raise fail("tensor.shape", "zeros", f"N with N*{bits} a multiple of 32", z.shape[1])
-    return z.astype(np.int64)
-
-
 def _word_add(words: np.ndarray, offset: np.ndarray | int) -> np.ndarray:
     """int32 words + offset modulo 2^32, as torch's in-place int32 ``+=`` wraps (GPTQ-7.3)."""
     u = words.view(np.uint32).astype(np.uint64)
@@ -93,8 +73,8 @@ def _legacy_offsets(n_cols: int, sign: int) -> np.ndarray:
 
 def write_masked(zeros, bits: int) -> np.ndarray:
     """``(z - 1) & maxq`` per field: AutoGPTQ ``pack_from_tensors``; GPTQModel >= 7.0 at 3 bits."""
-    b = _bits(bits)
-    z = _zeros(zeros, b)
+    b = check_bits(bits)
+    z = check_zeros(zeros, b).astype(np.int64)
     return pack((z - 1) & ((1 << b) - 1), b, axis=1)
 
 
@@ -106,10 +86,11 @@ def write_autogptq(zeros, bits: int) -> np.ndarray:
     turn to ones. At 3 bits the high part of a straddling field is masked by the stitch
     (``(z >> 2) & 1``, ``(z >> 1) & 3``), so bleed never crosses into the next word.
     """
-    b = _bits(bits)
-    z = _zeros(zeros, b)
+    b = check_bits(bits)
+    z = check_zeros(zeros, b).astype(np.int64)
     v = ((z - 1) & MASK32).astype(np.uint32)  # 0 -> 0xFFFFFFFF, else z - 1
     g, n = v.shape
+    packed_length(n, b, axis_name="zeros")  # whole words only, as bits.pack requires (QF-3.3)
     blocks = np.zeros((g, -(-n // 32) * 32), np.uint32)  # whole 32-field groups; the tail is cut below
     blocks[:, :n] = v
     blocks = blocks.reshape(g, -1, 32)
@@ -128,19 +109,19 @@ def write_gptqmodel(zeros, bits: int) -> np.ndarray:
     2/4/8 bits: whole-word ``- 0x55555555 / 0x11111111 / 0x01010101`` modulo 2^32, so a field
     of 0 becomes all ones and borrows 1 from the field above. 3 bits: per field ``(z-1) & 7``.
     """
-    b = _bits(bits)
+    b = check_bits(bits)
     if b == 3:
         return write_masked(zeros, b)
-    raw = pack(_zeros(zeros, b), b, axis=1)
+    raw = pack(check_zeros(zeros, b), b, axis=1)
     return _word_add(raw, (1 << 32) - ONES[b])
 
 
 def write_gptqmodel_legacy_int3(zeros, bits: int) -> np.ndarray:
     """GPTQModel v0.9.0-v6.x: as :func:`write_gptqmodel` but 3 bits subtract the legacy constants."""
-    b = _bits(bits)
+    b = check_bits(bits)
     if b != 3:
         return write_gptqmodel(zeros, b)
-    raw = pack(_zeros(zeros, b), b, axis=1)
+    raw = pack(check_zeros(zeros, b), b, axis=1)
     return _word_add(raw, _legacy_offsets(raw.shape[1], -1))
 
 
@@ -163,14 +144,9 @@ def get_writer(name: str) -> Callable[[np.ndarray, int], np.ndarray]:
 # -- readers (GPTQ-4.2) -------------------------------------------------------------------------
 
 
-def _fields(qzeros, bits: int, n: int) -> np.ndarray:
-    """Stored fields f as int64 (G, N); qzeros must be int32 (G, N*b/32)."""
-    q = as_array(qzeros, "qzeros")
-    if q.dtype != np.int32:
-        raise fail("tensor.dtype", "qzeros", "int32", q.dtype.name)
-    if q.ndim != 2 or n * bits % 32 or q.shape[1] != n * bits // 32:
-        raise fail("tensor.shape", "qzeros", f"of shape (G, {n * bits / 32:g}) for N={n}", tuple(q.shape))
-    return unpack(q, bits, axis=1, count=n).astype(np.int64)
+def _fields(qzeros: np.ndarray, bits: int, n: int) -> np.ndarray:
+    """Stored fields f as int64 (G, N) of already checked int32 words."""
+    return unpack(qzeros, bits, axis=1, count=n).astype(np.int64)
 
 
 def _rule_wrap(q, b, n):  # (f + 1) & maxq
@@ -199,23 +175,13 @@ def _rule_gptqmodel_v1(q, b, n):
     # convert_gptq_v1_to_v2_format_module: whole-word add (carries cross fields); 3 bits per field.
     if b == 3:
         return _rule_wrap(q, b, n)
-    return _fields(_word_add(_as_int32(q), ONES[b]), b, n)
+    return _fields(_word_add(q, ONES[b]), b, n)
 
 
 def _rule_gptqmodel_legacy_v1(q, b, n):
     if b != 3:
         return _rule_gptqmodel_v1(q, b, n)
-    words = _as_int32(q)
-    return _fields(_word_add(words, _legacy_offsets(words.shape[1], +1)), b, n)
-
-
-def _as_int32(qzeros) -> np.ndarray:
-    q = as_array(qzeros, "qzeros")
-    if q.dtype != np.int32:
-        raise fail("tensor.dtype", "qzeros", "int32", q.dtype.name)
-    if q.ndim != 2:
-        raise fail("tensor.shape", "qzeros", "2-D (G, N*bits/32)", tuple(q.shape))
-    return q
+    return _fields(_word_add(q, _legacy_offsets(q.shape[1], +1)), b, n)
 
 
 @dataclass(frozen=True)
@@ -242,9 +208,8 @@ class Reader:
         return int(bits) in self.bits and version in self.versions
 
     def _check(self, bits: int, version: str) -> int:
-        b = _bits(bits)
-        if version not in ("v1", "v2"):
-            raise fail("argument.invalid", "version", "'v1' or 'v2'", version)
+        b = check_bits(bits)
+        check_version(version)
         if b not in self.bits:
             raise fail("gptq.quirk.unsupported", "bits", f"one of {sorted(self.bits)} for reader "
                        f"{self.name!r} ({self.description.split(';')[0]})", b)
@@ -261,9 +226,10 @@ class Reader:
         mislabelled checkpoint.
         """
         b = self._check(bits, version)
+        words = check_qzeros(qzeros, b, int(n))
         if self.fixed_zero:  # the words are loaded (shape-checked) but never read
-            return np.full(_fields(qzeros, b, int(n)).shape, 1 << (b - 1), np.int64)
-        return self.rules[version](qzeros, b, int(n))
+            return np.full((words.shape[0], int(n)), 1 << (b - 1), np.int64)
+        return self.rules[version](words, b, int(n))
 
     def groups(self, g_idx, k: int, group_size: int | None) -> np.ndarray:
         """Group index (int64, (K,)) the reader uses for each input row (GPTQ-5.3).
@@ -277,7 +243,7 @@ class Reader:
             if gi.shape != (k,):
                 raise fail("tensor.shape", "g_idx", f"of shape ({k},)", tuple(gi.shape))
             return gi.astype(np.int64)
-        gs = k if group_size in (None, -1) else int(group_size)
+        gs = group_rows(k, -1 if group_size is None else int(group_size))
         if gs <= 0 or k % gs:
             raise fail("gptq.quirk.unsupported", "group_size", f"a divisor of K={k} for reader {self.name!r} "
                        "(it reshapes rows to [-1, group_size, N])", group_size)
