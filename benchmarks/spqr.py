@@ -23,7 +23,7 @@ def make_layer(m: int = 4096, n: int = 4096, rate: float = 0.01, seed: int = 0, 
              (rng.random((m // 16, n // 16)) + 0.1).astype(np.float16),
              (-rng.random((m // 16, n // 16)) * 2).astype(np.float16)]
     rows, cols = np.nonzero(rng.random((m, n)) < rate)
-    ro = np.concatenate([[0], np.cumsum(np.bincount(rows, minlength=m))]).astype(np.int32)
+    ro = codec.csr_offsets(rows, m)
     cv = codec.merge_col_vals(cols, rng.standard_normal(cols.size).astype(np.float16))
     if sparse == "ptcsr":
         ro, cv = codec.csr_to_ptcsr(ro, cv, m)
@@ -39,9 +39,9 @@ def main(repeats: int = 3) -> None:
             t0 = time.perf_counter()
             spqr.dequantize(layer)
             best = min(best, time.perf_counter() - t0)
-        nnz = spqr.outlier_count(layer)
-        print(f"spqr dequantize 4096x4096 {sparse:5s} outliers={nnz} ({100 * nnz / 4096**2:.2f}%): "
-              f"{best * 1e3:.1f} ms, {4096 * 4096 / best / 1e6:.1f} M weights/s")
+        nnz, size = spqr.outlier_count(layer), layer.m * layer.n
+        print(f"spqr dequantize {layer.m}x{layer.n} {sparse:5s} outliers={nnz} ({100 * nnz / size:.2f}%): "
+              f"{best * 1e3:.1f} ms, {size / best / 1e6:.1f} M weights/s")
 
 
 if __name__ == "__main__":

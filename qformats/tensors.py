@@ -47,6 +47,8 @@ def check_tensor(name: str, value: Any, dtype: str | Iterable[str], shape: tuple
     """Return ``value`` as an array after checking dtype then shape (QF-2.2, QF-2.3)."""
     arr = as_array(value, name)
     allowed = (dtype,) if isinstance(dtype, str) else tuple(dtype)
+    if not arr.dtype.isnative:  # '>i8' is named int64 too; every later view would misread it
+        raise fail("tensor.dtype", name, "in native (little-endian) byte order", arr.dtype.str)
     if arr.dtype.name not in allowed:
         want = allowed[0] if len(allowed) == 1 else " or ".join(allowed)
         raise fail("tensor.dtype", name, want, arr.dtype.name)

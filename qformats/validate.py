@@ -358,21 +358,20 @@ def _spqr_layers(ckpt: Checkpoint, layers: list[LayerGroup], deep: bool,
             findings.append(finding("spqr.config.shape_mismatch", "error", f"'{group.name}' is listed in "
                                     "modules_to_not_convert but holds SpQR tensors", tensor=group.name))
         try:
-            params = spqr_checks.check_layer(t, config=config, module=group.name)
-            more = spqr_checks.portability_findings(t, m=params["m"], n=params["n"])
+            layer = spqr.SpQRLayer(t, config=config, module=group.name)  # checked once, reused below
         except QFormatsError as err:
             findings.append(from_error(err.within(group.name)))
             continue
         findings += [f.model_copy(update={"tensor": f"{group.name}.{f.tensor}" if f.tensor else group.name})
-                     for f in more]
-        outliers = spqr_checks.outlier_count(t, m=params["m"], n=params["n"])
-        m, n = params["m"], params["n"]
+                     for f in spqr_checks.portability_findings(layer)]
+        outliers = spqr_checks.outlier_count(layer)
+        m, n = layer.m, layer.n
         row = {"layer": group.name, "format": "spqr", "bits": 3, "group_size": 16, "in_features": n,
-               "out_features": m, "sparse": params["sparse"], "outliers": outliers,
+               "out_features": m, "sparse": layer.sparse, "outliers": outliers,
                "outlier_fraction": round(outliers / (m * n), 6),
                "bits_per_weight": round(sum(a.nbytes for a in t.values()) * 8 / (m * n), 4)}
         if deep:
-            row.update(_stats(group.name, spqr.dequantize(t, m=m, n=n).astype(np.float32), findings))
+            row.update(_stats(group.name, spqr.dequantize(layer).astype(np.float32), findings))
         rows.append(row)
     return rows, findings
 

@@ -240,3 +240,20 @@ def test_caller_arrays_are_not_written():
     gptq.pack(codes, zeros, scales, bits=4)
     for a, b in zip((codes, zeros, scales), before):
         np.testing.assert_array_equal(a, b)
+
+
+def test_big_endian_scales_are_refused():
+    """QF-2.2: '>f2' is named float16 too, but every view of it would be misread; refused."""
+    codes, zeros, scales = random_layer_inputs(np.random.default_rng(5), 4, zero_min=1)
+    with pytest.raises(QFormatsError) as info:
+        gptq.pack(codes, zeros, scales.astype(">f2"), bits=4)
+    assert (info.value.code, info.value.tensor) == ("tensor.dtype", "scales")
+
+
+def test_layer_keeps_its_own_copy_of_writeable_inputs():
+    """A layer is frozen: changing the caller's scales afterwards does not change it."""
+    codes, zeros, scales = random_layer_inputs(np.random.default_rng(5), 4, zero_min=1)
+    layer = gptq.pack(codes, zeros, scales, bits=4)
+    before = np.array(layer.scales)
+    scales[0, 0] = np.nan
+    np.testing.assert_array_equal(layer.scales, before)

@@ -157,9 +157,9 @@ def test_config_shape_mismatch() -> None:
 
 
 @pytest.mark.parametrize("cfg", [
-    pytest.param({"quant_method": "spqr", "bits": 4}, id="bits-4"),
-    pytest.param({"quant_method": "spqr", "beta1": 32}, id="beta1-32"),
-    pytest.param({"quant_method": "gptq"}, id="other-method"),
+    pytest.param({"quant_method": "spqr", "bits": 4, "shapes": {}}, id="bits-4"),
+    pytest.param({"quant_method": "spqr", "beta1": 32, "shapes": {}}, id="beta1-32"),
+    pytest.param({"quant_method": "gptq", "shapes": {}}, id="other-method"),
 ])
 def test_config_invalid(cfg) -> None:
     """SPQR-6.1: release checkpoints are 3-bit, 16x16, quant_method 'spqr'."""
@@ -170,7 +170,7 @@ def test_config_invalid(cfg) -> None:
 
 def test_config_old_key_is_a_warning() -> None:
     """SPQR-7.5: linear_weights_not_to_quantize (before SpQR PR #52) is read and reported."""
-    cfg = {"quant_method": "spqr", "linear_weights_not_to_quantize": ["lm_head.weight"]}
+    cfg = {"quant_method": "spqr", "linear_weights_not_to_quantize": ["lm_head.weight"], "shapes": {}}
     assert spqr.check_config(cfg).not_converted() == ["lm_head.weight"]
     assert [f.code for f in spqr.config_findings(cfg)] == ["spqr.config.legacy_key"]
 

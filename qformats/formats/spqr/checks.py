@@ -21,8 +21,11 @@ from pydantic import ValidationError
 
 from ...errors import fail
 from ...findings import Finding, finding
-from ...tensors import as_array
-from .layout import MAX_N, SIGNED_COLUMN_LIMIT, TENSOR_NAMES, TILE, SpQRConfig
+from ...tensors import Layer, as_array, check_finite, check_tensor
+from .codec import as_layer, check_perm, entry_rows, outlier_mask, second_order, so_bytes, split_col_vals, unpack_perm
+from .layout import (
+    DTYPES, RESERVED_SHIFT, SIGNED_COLUMN_LIMIT, TENSOR_NAMES, TILE, SpQRConfig, check_dims, dim_arg,
+)
 
 __all__ = ["check_layer", "portability_findings", "check_config", "config_findings", "outlier_count"]
 
@@ -30,7 +33,7 @@ _STAT_NAMES = ("W_s_s", "W_z_s", "W_s_z", "W_z_z")   # order inside the second-o
 
 
 def _tensors(layer: Any) -> dict[str, np.ndarray]:
-    src = layer.tensors if hasattr(layer, "tensors") and not isinstance(layer, Mapping) else layer
+    src = layer.tensors if isinstance(layer, Layer) else layer
     if not isinstance(src, Mapping):
         raise fail("argument.invalid", "layer", "a SpQR layer or a mapping of its tensors", type(layer).__name__)
     for name in TENSOR_NAMES:
@@ -39,22 +42,21 @@ def _tensors(layer: Any) -> dict[str, np.ndarray]:
     extra = sorted(set(src) - set(TENSOR_NAMES))
     if extra:
         raise fail("tensor.unexpected", extra[0], f"one of {', '.join(TENSOR_NAMES)}", extra[0], clause="SPQR-2.1")
-    arrays = {name: as_array(src[name], name) for name in TENSOR_NAMES}
-    for name, a in arrays.items():
+    arrays = {}
+    for name in TENSOR_NAMES:
+        a = as_array(src[name], name)
         if a.ndim != 1:
             raise fail("tensor.shape", name, "one-dimensional", tuple(a.shape), clause="SPQR-2.1")
+        if not a.dtype.isnative:     # the codec reinterprets bits with .view, which needs native order
+            raise fail("tensor.dtype", name, "in native byte order", a.dtype.str, clause="SPQR-2.1")
+        arrays[name] = np.ascontiguousarray(a)
     return arrays
 
 
 def _check_dtypes(t: dict[str, np.ndarray]) -> None:
-    allowed = {"dense_weights": ("int64",), "row_offsets": ("int32",), "col_vals": ("int32",),
-               "in_perm": ("int32", "int64")}
-    if t["col_vals"].dtype == np.float32 and t["col_vals"].size == 0:
-        allowed["col_vals"] = ("float32",)          # SPQR-7.2: spqr_quant's empty CSR outlier set
-    for name, want in allowed.items():
-        if t[name].dtype.name not in want:
-            need = " or ".join(want) + (" (float32 only when empty)" if name == "col_vals" else "")
-            raise fail("tensor.dtype", name, need, t[name].dtype.name, clause="SPQR-2.1")
+    for name, want in DTYPES.items():
+        empty_f32 = name == "col_vals" and t[name].size == 0
+        check_tensor(name, t[name], want + ("float32",) if empty_f32 else want, None)
 
 
 def _dims(t: dict[str, np.ndarray], m: int | None, n: int | None) -> tuple[int, int]:
@@ -64,16 +66,10 @@ def _dims(t: dict[str, np.ndarray], m: int | None, n: int | None) -> tuple[int, 
         want = n // 2 if perm.dtype == np.int32 else n
         raise fail("tensor.shape", "in_perm", f"of shape ({want},) for n = {n}", tuple(perm.shape), clause="SPQR-4.1")
     n = n_perm
-    if n <= 0 or n % TILE or n > MAX_N:
-        raise fail("spqr.dims", "in_features", f"a multiple of {TILE} in [16, {MAX_N}]", n)
     dw = t["dense_weights"].size
     if m is None:
-        if (dw * TILE) % n:
-            raise fail("tensor.shape", "dense_weights", f"a length that is a multiple of n/16 = {n // TILE}",
-                       dw, clause="SPQR-2.1")
-        m = dw * TILE // n
-    if m <= 0 or m % TILE:
-        raise fail("spqr.dims", "out_features", f"a positive multiple of {TILE}", m)
+        m = dw * TILE // n if n else 0
+    check_dims(m, n, "dense_weights, in_perm")
     if dw != m * n // TILE:
         raise fail("tensor.shape", "dense_weights", f"of shape ({m * n // TILE},) = m*n/16", (dw,), clause="SPQR-2.1")
     return m, n
@@ -84,21 +80,19 @@ def _first(mask: np.ndarray) -> int:
 
 
 def _check_dense(dw: np.ndarray, m: int, n: int) -> None:
-    from .codec import so_bytes
-
     u = dw.view(np.uint64)
-    reserved = (u >> np.uint64(62)) != 0
+    reserved = (u >> np.uint64(RESERVED_SHIFT)) != 0
     if reserved.any():
         j = _first(reserved)
-        raise fail("spqr.dense.reserved_bits", "dense_weights", "zero in bits 62-63",
-                   f"{int(u[j] >> np.uint64(62)):#x} at word {j}")
+        raise fail("spqr.dense.reserved_bits", "dense_weights", f"zero in bits {RESERVED_SHIFT}-63",
+                   f"{int(u[j] >> np.uint64(RESERVED_SHIFT)):#x} at word {j}")
     b = so_bytes(dw, m, n)
     differ = b[..., 0::2] != b[..., 1::2]
     if differ.any():
         i, j, p = np.unravel_index(_first(differ.reshape(-1)), differ.shape)
         raise fail("spqr.dense.so_mismatch", "dense_weights", "the same second-order byte in rows 2p and 2p+1",
                    f"tile ({i}, {j}) byte {p}: {int(b[i, j, 2 * p]):#04x} vs {int(b[i, j, 2 * p + 1]):#04x}")
-    stats = np.ascontiguousarray(b[..., 0::2]).view("<u2").view(np.float16)
+    stats = second_order(b)
     bad = ~np.isfinite(stats)
     if bad.any():
         i, j, s = np.unravel_index(_first(bad.reshape(-1)), bad.shape)
@@ -106,7 +100,8 @@ def _check_dense(dw: np.ndarray, m: int, n: int) -> None:
                    f"{_STAT_NAMES[s]} = {float(stats[i, j, s])} in tile ({i}, {j})")
 
 
-def _check_offsets(ro: np.ndarray, entries: int, m: int) -> str:
+def _check_offsets(ro: np.ndarray, cv: np.ndarray, m: int) -> str:
+    entries = cv.size
     if ro.size == m + 1:
         sparse = "csr"
     elif ro.size == m // TILE + 1:
@@ -114,6 +109,9 @@ def _check_offsets(ro: np.ndarray, entries: int, m: int) -> str:
     else:
         raise fail("spqr.row_offsets.length", "row_offsets", f"of length m+1 = {m + 1} (CSR) or m/16+1 = "
                    f"{m // TILE + 1} (PTCSR)", ro.size)
+    if sparse == "ptcsr" and cv.dtype != np.int32:
+        raise fail("tensor.dtype", "col_vals", "int32 (float32[0] only with CSR row_offsets, SPQR-7.2)",
+                   cv.dtype.name, clause="SPQR-2.1")
     r = ro.astype(np.int64)
     if r[0] != 0:
         raise fail("spqr.row_offsets.start", "row_offsets", "0 at index 0", int(r[0]))
@@ -133,8 +131,6 @@ def _check_offsets(ro: np.ndarray, entries: int, m: int) -> str:
 
 
 def _check_entries(cv: np.ndarray, ro: np.ndarray, m: int, n: int, sparse: str) -> None:
-    from .codec import entry_rows, split_col_vals
-
     if cv.size == 0:
         return
     u = cv.view(np.uint32)
@@ -148,14 +144,12 @@ def _check_entries(cv: np.ndarray, ro: np.ndarray, m: int, n: int, sparse: str) 
     if (cols >= n).any():
         j = _first(cols >= n)
         raise fail("spqr.outliers.column_range", "col_vals", f"columns below n = {n}", f"{int(cols[j])} at entry {j}")
-    if not np.isfinite(vals).all():
-        j = _first(~np.isfinite(vals))
-        raise fail("spqr.outliers.nonfinite", "col_vals", "finite float16 values", f"{float(vals[j])} at entry {j}")
+    check_finite("col_vals", vals, "spqr.outliers.nonfinite")
     if sparse == "ptcsr":
         rows = entry_rows(ro, cv.size, m)
         owner = rows // TILE
         slot = (np.arange(cv.size) - ro.astype(np.int64)[owner]) // TILE
-        zero = cv == 0
+        zero = ~outlier_mask(cv, sparse)
         first_pad = np.full(m, np.iinfo(np.int64).max)
         np.minimum.at(first_pad, rows[zero], slot[zero])
         late = ~zero & (slot > first_pad[rows])
@@ -165,34 +159,26 @@ def _check_entries(cv: np.ndarray, ro: np.ndarray, m: int, n: int, sparse: str) 
                        f"{int(u[j]):#010x} at entry {j} (row {int(rows[j])}, slot {int(slot[j])})")
 
 
-def _check_perm(perm: np.ndarray, n: int) -> None:
-    from .codec import unpack_perm
-
-    p = unpack_perm(perm)
-    if ((p < 0) | (p >= n)).any():
-        j = _first((p < 0) | (p >= n))
-        raise fail("spqr.in_perm.not_permutation", "in_perm", f"a permutation of 0..{n - 1}",
-                   f"index {int(p[j])} at position {j}")
-    seen = np.bincount(p, minlength=n)
-    if (seen != 1).any():
-        k = _first(seen != 1)
-        raise fail("spqr.in_perm.not_permutation", "in_perm", f"a permutation of 0..{n - 1}",
-                   f"index {k} appears {int(seen[k])} times")
+def _config_mapping(config: Any) -> Mapping[str, Any]:
+    if not isinstance(config, Mapping):
+        raise fail("spqr.config.invalid", "quantization_config", "a mapping", type(config).__name__)
+    return config
 
 
 def check_config(config: SpQRConfig | Mapping[str, Any]) -> SpQRConfig:
     """Parse a ``quantization_config`` (SPQR-6.1); unknown keys are findings, not errors."""
     if isinstance(config, SpQRConfig):
         return config
-    if not isinstance(config, Mapping):
-        raise fail("spqr.config.invalid", "quantization_config", "a mapping", type(config).__name__)
+    config = _config_mapping(config)
     known = {k: v for k, v in config.items() if k in SpQRConfig.model_fields}
     try:
         return SpQRConfig(**known)
     except ValidationError as exc:
         err = exc.errors()[0]
         field = ".".join(str(p) for p in err["loc"]) or "quantization_config"
-        raise fail("spqr.config.invalid", field, err["msg"].lower(), err.get("input", "missing")) from None
+        if err["type"] == "missing":
+            raise fail("spqr.config.invalid", field, "present", "missing") from None
+        raise fail("spqr.config.invalid", field, err["msg"].lower(), err.get("input")) from None
 
 
 def _check_against_config(t: dict[str, np.ndarray], config: Any, module: str | None) -> None:
@@ -209,36 +195,40 @@ def _check_against_config(t: dict[str, np.ndarray], config: Any, module: str | N
                        f"of the length declared in shapes ({declared[name]})", t[name].size)
 
 
-def check_layer(layer: Any, *, m: int | None = None, n: int | None = None, config: Any = None,
-                module: str | None = None, _return_arrays: bool = False) -> Any:
-    """Raise :class:`QFormatsError` for the first structural error of a release layer (SPQR-2..4, 6).
-
-    Returns ``{"m", "n", "sparse"}`` (dimensions inferred when not given).
-    """
+def _validate(layer: Any, *, m: Any = None, n: Any = None, config: Any = None,
+              module: str | None = None) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """The checked, contiguous arrays and ``{"m", "n", "sparse"}``; what :class:`SpQRLayer` is built from."""
+    m, n = dim_arg("m", m), dim_arg("n", n)
     t = _tensors(layer)
     _check_dtypes(t)
     m, n = _dims(t, m, n)
     if config is not None:
         _check_against_config(t, config, module)
     _check_dense(t["dense_weights"], m, n)
-    sparse = _check_offsets(t["row_offsets"], t["col_vals"].size, m)
+    sparse = _check_offsets(t["row_offsets"], t["col_vals"], m)
     _check_entries(t["col_vals"], t["row_offsets"], m, n, sparse)
-    _check_perm(t["in_perm"], n)
-    params = {"m": m, "n": n, "sparse": sparse}
-    return (t, params) if _return_arrays else params
+    check_perm(unpack_perm(t["in_perm"]), n, "in_perm", "spqr.in_perm.not_permutation")
+    return t, {"m": m, "n": n, "sparse": sparse}
+
+
+def check_layer(layer: Any, *, m: int | None = None, n: int | None = None, config: Any = None,
+                module: str | None = None) -> dict[str, Any]:
+    """Raise :class:`QFormatsError` for the first structural error of a release layer (SPQR-2..4, 6).
+
+    Returns ``{"m", "n", "sparse"}`` (dimensions inferred when not given).
+    """
+    return _validate(layer, m=m, n=n, config=config, module=module)[1]
 
 
 def outlier_count(layer: Any, *, m: int | None = None, n: int | None = None) -> int:
-    """Real outliers of a release layer: CSR entries, or PTCSR entries that are not padding."""
-    params = check_layer(layer, m=m, n=n)
-    cv = _tensors(layer)["col_vals"]
-    if cv.size == 0:
-        return 0
-    return int(np.count_nonzero(cv.view(np.int32))) if params["sparse"] == "ptcsr" else int(cv.size)
+    """Real outliers of a release layer: CSR entries, or PTCSR entries that are not padding (SPQR-3.8)."""
+    lay = as_layer(layer, m=m, n=n)
+    return int(outlier_mask(lay.col_vals, lay.sparse).sum())
 
 
 def config_findings(config: Mapping[str, Any]) -> list[Finding]:
     """Portability findings of a ``quantization_config``: the old key name, keys the spec does not define."""
+    config = _config_mapping(config)
     out = []
     if "linear_weights_not_to_quantize" in config:
         out.append(finding("spqr.config.legacy_key", "warning", "'linear_weights_not_to_quantize' is the name "
@@ -252,14 +242,11 @@ def config_findings(config: Mapping[str, Any]) -> list[Finding]:
 
 def portability_findings(layer: Any, *, m: int | None = None, n: int | None = None,
                          config: Mapping[str, Any] | None = None) -> list[Finding]:
-    """Warnings and info for a structurally valid layer (call :func:`check_layer` first)."""
-    from .codec import entry_rows, split_col_vals
-
-    params = check_layer(layer, m=m, n=n)
-    m, n, sparse = params["m"], params["n"], params["sparse"]
-    t = _tensors(layer)
+    """Warnings and info for a layer; a mapping is validated first (an :class:`SpQRLayer` already is)."""
+    lay = as_layer(layer, m=m, n=n)
+    m, n, sparse = lay.m, lay.n, lay.sparse
     out: list[Finding] = []
-    cv, ro, perm = t["col_vals"], t["row_offsets"], t["in_perm"]
+    cv, ro, perm = lay.col_vals, lay.row_offsets, lay.in_perm
     if cv.dtype == np.float32:
         out.append(finding("spqr.col_vals.float32_empty", "warning", "'col_vals' is float32[0], the empty CSR "
                            "outlier set spqr_quant's merge_col_val writes; the spec type is int32[0]",
@@ -268,7 +255,7 @@ def portability_findings(layer: Any, *, m: int | None = None, n: int | None = No
         out.append(finding("spqr.in_perm.int64", "warning", f"'in_perm' is int64[{perm.size}] (SpQR PR #47); "
                            f"spqr_quant 0.2.0 and transformers need int32[{n // 2}]", tensor="in_perm"))
     cols, _ = split_col_vals(cv)
-    real = cv.view(np.int32) != 0 if (sparse == "ptcsr" and cv.size) else np.ones(cols.size, bool)
+    real = outlier_mask(cv, sparse)
     wide = real & (cols >= SIGNED_COLUMN_LIMIT)
     if wide.any():
         out.append(finding("spqr.outliers.column_signed", "warning", f"{int(wide.sum())} outlier columns are "

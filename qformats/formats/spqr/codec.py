@@ -25,18 +25,21 @@ from typing import Any, Literal, NamedTuple
 import numpy as np
 
 from ...errors import fail
+from ...numerics import fp16_bits, fp16_from_bits
 from ...tensors import as_array
-from .layout import BITS, MAX_N, Q_SHIFT, SO_SHIFT, TILE, Z_SHIFT, SpQRLayer
+from .layout import BITS, Q_SHIFT, SO_SHIFT, TILE, Z_SHIFT, SpQRLayer, check_dims, dim_arg
 
 __all__ = [
-    "DenseFields", "unpack_dense", "pack_dense", "merge_col_vals", "split_col_vals",
-    "pack_perm", "unpack_perm", "entry_rows", "csr_to_ptcsr", "ptcsr_to_csr", "to_csr",
-    "decode_dense", "dequantize", "from_legacy", "as_layer",
+    "DenseFields", "tile_words", "so_bytes", "second_order", "unpack_dense", "pack_dense",
+    "merge_col_vals", "split_col_vals", "pack_perm", "unpack_perm", "check_perm", "entry_rows",
+    "csr_offsets", "outlier_mask", "csr_to_ptcsr", "ptcsr_to_csr", "to_csr", "decode_dense",
+    "dequantize", "from_legacy", "as_layer",
 ]
 
 F16 = np.float16
 U64 = np.uint64
-_MASK3 = U64(7)
+MAX_CODE = (1 << BITS) - 1
+_MASK3 = U64(MAX_CODE)
 _Q_SHIFTS = (Q_SHIFT + BITS * np.arange(TILE)).astype(U64)     # bit offset of q_l, l = 0..15
 
 
@@ -52,45 +55,80 @@ class DenseFields(NamedTuple):
     w_z_z: np.ndarray      # float16 [m/16, n/16]  zero of the zeros
 
 
-def _tiles(dense_weights: np.ndarray, m: int, n: int) -> np.ndarray:
-    return np.ascontiguousarray(dense_weights).view(U64).reshape(m // TILE, n // TILE, TILE)
+def tile_words(dense_weights: Any, m: int, n: int) -> np.ndarray:
+    """``dense_weights`` as uint64 [m/16, n/16, 16]: tile (I, J), row in tile k."""
+    return np.ascontiguousarray(as_array(dense_weights, "dense_weights")).view(U64).reshape(m // TILE, n // TILE, TILE)
 
 
-def so_bytes(dense_weights: np.ndarray, m: int, n: int) -> np.ndarray:
+def so_bytes(dense_weights: Any, m: int, n: int) -> np.ndarray:
     """Bits 54..61 of every word as uint8 [m/16, n/16, 16] (row k carries SO byte k // 2)."""
-    return ((_tiles(dense_weights, m, n) >> U64(SO_SHIFT)) & U64(0xFF)).astype(np.uint8)
+    return ((tile_words(dense_weights, m, n) >> U64(SO_SHIFT)) & U64(0xFF)).astype(np.uint8)
+
+
+def second_order(so: np.ndarray) -> np.ndarray:
+    """float16 [..., 4] (W_s_s, W_z_s, W_s_z, W_z_z) from the even-row copies of :func:`so_bytes` (SPQR-2.3)."""
+    return fp16_from_bits(np.ascontiguousarray(so[..., 0::2]).view("<u2"))
 
 
 def unpack_dense(dense_weights: Any, m: int, n: int) -> DenseFields:
     """Split ``dense_weights`` into codes and statistics; SO is read from the even rows (SPQR-2.3)."""
-    w = _tiles(as_array(dense_weights, "dense_weights"), m, n)                  # [I, J, k]
+    w = tile_words(dense_weights, m, n)                                      # [I, J, k]
     rows = lambda a: a.transpose(0, 2, 1).reshape(m, n // TILE).astype(np.uint8)  # noqa: E731
     q = ((w[..., None] >> _Q_SHIFTS) & _MASK3).astype(np.uint8)              # [I, J, k, l]
     q = q.transpose(0, 2, 1, 3).reshape(m, n)
-    so = np.ascontiguousarray(so_bytes(dense_weights, m, n)[..., 0::2]).view("<u2").view(F16)  # [I, J, 4]
+    so = second_order(so_bytes(w, m, n))                                     # [I, J, 4]
     return DenseFields(q, rows(w & _MASK3), rows((w >> U64(Z_SHIFT)) & _MASK3),
                        so[..., 0], so[..., 2], so[..., 1], so[..., 3])
 
 
+def _check_codes(a: np.ndarray, name: str, code: str) -> None:
+    if a.size and (a.min() < 0 or a.max() > MAX_CODE):
+        raise fail(code, name, f"{BITS}-bit codes in [0, {MAX_CODE}]", int(a.min() if a.min() < 0 else a.max()))
+
+
+def _field(value: Any, name: str, shape: tuple[int, int], codes: bool) -> np.ndarray:
+    a = as_array(value, name)
+    if a.shape != shape:
+        raise fail("tensor.shape", name, f"of shape {shape}", tuple(a.shape))
+    if codes:                   # a wider code would spill into the next field
+        if a.dtype.kind not in "iu":
+            raise fail("bits.value_range", name, "an integer array", a.dtype.name)
+        _check_codes(a, name, "bits.value_range")
+    return a
+
+
 def pack_dense(q: Any, s_code: Any, z_code: Any, w_s_s: Any, w_s_z: Any, w_z_s: Any, w_z_z: Any) -> np.ndarray:
     """Inverse of :func:`unpack_dense`: codes in [0, 7], statistics float16 [m/16, n/16] -> int64 [m*n/16]."""
-    q = np.asarray(q)
+    q = as_array(q, "q")
+    if q.ndim != 2:
+        raise fail("tensor.shape", "q", "a 2-D code matrix (m, n)", tuple(q.shape))
     m, n = q.shape
+    check_dims(m, n, "q")
     ti, tj = m // TILE, n // TILE
-    tile = lambda a: np.asarray(a).astype(U64).reshape(ti, TILE, tj).transpose(0, 2, 1)  # noqa: E731
-    bits16 = lambda a: np.asarray(a, F16).reshape(ti, tj).view(np.uint16).astype(U64)  # noqa: E731
-    so = bits16(w_s_s) | bits16(w_z_s) << U64(16) | bits16(w_s_z) << U64(32) | bits16(w_z_z) << U64(48)
+    q = _field(q, "q", (m, n), codes=True)
+    tile = lambda v, k: _field(v, k, (m, tj), True).astype(U64).reshape(ti, TILE, tj).transpose(0, 2, 1)  # noqa: E731
+    bits16 = lambda v, k: fp16_bits(_field(v, k, (ti, tj), False)).astype(U64)  # noqa: E731
+    so = (bits16(w_s_s, "w_s_s") | bits16(w_z_s, "w_z_s") << U64(16) | bits16(w_s_z, "w_s_z") << U64(32)
+          | bits16(w_z_z, "w_z_z") << U64(48))
     k = np.arange(TILE, dtype=U64)
     so_field = ((so[..., None] >> (U64(8) * (k // U64(2)))) & U64(0xFF)) << U64(SO_SHIFT)
     codes = q.astype(U64).reshape(ti, TILE, tj, TILE).transpose(0, 2, 1, 3) << _Q_SHIFTS
-    word = tile(s_code) | tile(z_code) << U64(Z_SHIFT) | so_field | np.bitwise_or.reduce(codes, axis=-1)
+    word = (tile(s_code, "s_code") | tile(z_code, "z_code") << U64(Z_SHIFT) | so_field
+            | np.bitwise_or.reduce(codes, axis=-1))
     return word.reshape(-1).view(np.int64)
 
 
 def merge_col_vals(cols: Any, values: Any) -> np.ndarray:
     """``fp16_bits(value) << 16 | column`` as int32 (SPQR-3.2); columns must lie in [0, 65536)."""
-    hi = np.asarray(values, F16).view(np.uint16).astype(np.uint32) << np.uint32(16)
-    return (hi | (np.asarray(cols).astype(np.int64) & 0xFFFF).astype(np.uint32)).view(np.int32)
+    c, v = as_array(cols, "cols"), as_array(values, "values")
+    if c.ndim != 1 or v.shape != c.shape:
+        raise fail("tensor.shape", "values", f"1-D and as long as cols {tuple(c.shape)}", tuple(v.shape))
+    if c.size and c.dtype.kind not in "iu":
+        raise fail("bits.value_range", "cols", "an integer array", c.dtype.name)
+    if c.size and (c.min() < 0 or c.max() > 0xFFFF):
+        raise fail("bits.value_range", "cols", "16-bit columns in [0, 65535]", int(c.min() if c.min() < 0 else c.max()))
+    hi = fp16_bits(v).astype(np.uint32) << np.uint32(16)
+    return (hi | c.astype(np.uint32)).view(np.int32)
 
 
 def split_col_vals(col_vals: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -99,7 +137,7 @@ def split_col_vals(col_vals: Any) -> tuple[np.ndarray, np.ndarray]:
     if cv.size == 0:
         return np.zeros(0, np.int64), np.zeros(0, F16)
     u = cv.view(np.uint32)
-    return (u & np.uint32(0xFFFF)).astype(np.int64), (u >> np.uint32(16)).astype(np.uint16).view(F16)
+    return (u & np.uint32(0xFFFF)).astype(np.int64), fp16_from_bits(u >> np.uint32(16))
 
 
 def pack_perm(perm: Any) -> np.ndarray:
@@ -116,6 +154,25 @@ def unpack_perm(in_perm: Any) -> np.ndarray:
     return a.view(np.uint16).astype(np.int64)   # little-endian: low half first
 
 
+def check_perm(perm: np.ndarray, n: int, tensor: str, code: str) -> np.ndarray:
+    """``perm`` as int64 [n] after checking it is a permutation of 0..n-1 (SPQR-4.2)."""
+    want = f"a permutation of 0..{n - 1}"
+    if perm.dtype.kind not in "iu":
+        raise fail(code, tensor, want, f"dtype {perm.dtype.name}")
+    p = perm.reshape(-1).astype(np.int64)
+    if p.size != n:
+        raise fail(code, tensor, want, f"length {p.size}")
+    out = (p < 0) | (p >= n)
+    if out.any():
+        j = int(np.flatnonzero(out)[0])
+        raise fail(code, tensor, want, f"index {int(p[j])} at position {j}")
+    seen = np.bincount(p, minlength=n)
+    if (seen != 1).any():
+        k = int(np.flatnonzero(seen != 1)[0])
+        raise fail(code, tensor, want, f"index {k} appears {int(seen[k])} times")
+    return p
+
+
 def entry_rows(row_offsets: np.ndarray, entries: int, m: int) -> np.ndarray:
     """Row of each ``col_vals`` entry: CSR by range, PTCSR as ``16*b + j % 16`` (SPQR-3.3, SPQR-3.4)."""
     ro = np.asarray(row_offsets, np.int64)
@@ -123,6 +180,19 @@ def entry_rows(row_offsets: np.ndarray, entries: int, m: int) -> np.ndarray:
     if ro.size == m + 1:
         return owner
     return owner * TILE + np.arange(entries) % TILE
+
+
+def csr_offsets(rows: np.ndarray, m: int) -> np.ndarray:
+    """CSR ``row_offsets`` int32 [m+1] of entries stored in row order, given each entry's row."""
+    return np.concatenate([[0], np.cumsum(np.bincount(rows, minlength=m))]).astype(np.int32)
+
+
+def outlier_mask(col_vals: Any, sparse: str) -> np.ndarray:
+    """Which stored entries are outliers: every CSR entry; PTCSR entries other than padding (0) (SPQR-3.8)."""
+    cv = np.asarray(col_vals)
+    if sparse == "csr" or cv.size == 0:
+        return np.ones(cv.size, bool)
+    return cv.view(np.int32) != 0
 
 
 def csr_to_ptcsr(row_offsets: Any, col_vals: Any, m: int) -> tuple[np.ndarray, np.ndarray]:
@@ -145,18 +215,20 @@ def ptcsr_to_csr(row_offsets: Any, col_vals: Any, m: int) -> tuple[np.ndarray, n
     ro = np.asarray(row_offsets, np.int64)
     cv = np.asarray(col_vals).view(np.int32) if np.asarray(col_vals).size else np.zeros(0, np.int32)
     rows = entry_rows(ro, cv.size, m)
-    keep = cv != 0
+    keep = outlier_mask(cv, "ptcsr")
     order = np.lexsort((np.arange(cv.size)[keep], rows[keep]))
-    out_cv = cv[keep][order]
-    out_ro = np.concatenate([[0], np.cumsum(np.bincount(rows[keep], minlength=m))]).astype(np.int32)
-    return out_ro, out_cv
+    return csr_offsets(rows[keep], m), cv[keep][order]
 
 
 def as_layer(layer: Any, *, m: int | None = None, n: int | None = None) -> SpQRLayer:
-    """A validated :class:`SpQRLayer` from a layer or a plain mapping of the four tensors."""
-    if isinstance(layer, SpQRLayer):
+    """A validated :class:`SpQRLayer` from a layer or a plain mapping of the four tensors.
+
+    A layer is returned as is when the given m and n are None or its own; otherwise it is checked again.
+    """
+    m, n = dim_arg("m", m), dim_arg("n", n)
+    if isinstance(layer, SpQRLayer) and m in (None, layer.m) and n in (None, layer.n):
         return layer
-    return SpQRLayer(layer if isinstance(layer, Mapping) else dict(layer.tensors), m=m, n=n)
+    return SpQRLayer(layer, m=m, n=n)
 
 
 def to_csr(layer: Any, *, m: int | None = None, n: int | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -221,9 +293,7 @@ def _legacy_codes(legacy: Mapping[str, Any], key: str, shape: tuple[int, ...]) -
         raise fail("spqr.legacy.invalid", key, "an integer code tensor", a.dtype.name)
     if a.size != int(np.prod(shape)):
         raise fail("spqr.legacy.invalid", key, f"{int(np.prod(shape))} codes {shape}", tuple(a.shape))
-    if a.size and (a.min() < 0 or a.max() > (1 << BITS) - 1):
-        raise fail("spqr.legacy.range", key, f"3-bit codes in [0, {(1 << BITS) - 1}]",
-                   int(a.min() if a.min() < 0 else a.max()))
+    _check_codes(a, key, "spqr.legacy.range")
     return a.reshape(shape)
 
 
@@ -271,9 +341,7 @@ def from_legacy(legacy: Mapping[str, Any], *, sparse: Literal["csr", "ptcsr"] = 
     if w.ndim != 2:
         raise fail("spqr.legacy.invalid", "quant_weights", "a [m, n] code matrix", tuple(w.shape))
     m, n = (int(d) for d in w.shape)
-    if m == 0 or n == 0 or m % TILE or n % TILE or n > MAX_N:
-        raise fail("spqr.legacy.unsupported", "quant_weights",
-                   f"m, n multiples of {TILE} with 0 < n <= {MAX_N}", (m, n))
+    check_dims(m, n, "quant_weights", "spqr.legacy.unsupported")
     ti, tj = m // TILE, n // TILE
     q = _legacy_codes(legacy, "quant_weights", (m, n))
     s_code = _legacy_codes(legacy, "quant_layer_scale", (tj, m)).T       # list index = column group
@@ -284,15 +352,13 @@ def from_legacy(legacy: Mapping[str, Any], *, sparse: Literal["csr", "ptcsr"] = 
         if a.size != ti * tj or a.dtype != F16:
             raise fail("spqr.legacy.invalid", key, f"float16 with {tj}x{ti} entries", (a.dtype.name, tuple(a.shape)))
         stats.append(a.reshape(tj, ti).T)
-    perm = _legacy_array(legacy, "perm").astype(np.int64).reshape(-1)
-    if perm.size != n or not np.array_equal(np.sort(perm), np.arange(n)):
-        raise fail("spqr.legacy.invalid", "perm", f"a permutation of 0..{n - 1}", f"length {perm.size}")
+    perm = check_perm(_legacy_array(legacy, "perm"), n, "perm", "spqr.legacy.invalid")
     rows, cols, vals = _legacy_outliers(legacy, m, n)
     if cols.size and cols.max() >= 1 << 15:
         raise fail("spqr.outliers.column_signed", "outliers_matrix",
                    "columns below 32768 (spqr_quant sign-extends wider ones into NaN values)", int(cols.max()))
     dense = pack_dense(q, s_code, z_code, stats[0], stats[1], stats[2], stats[3])
-    ro = np.concatenate([[0], np.cumsum(np.bincount(rows, minlength=m))]).astype(np.int32)
+    ro = csr_offsets(rows, m)
     cv = merge_col_vals(cols, vals) if cols.size else np.zeros(0, np.float32)
     if sparse == "ptcsr":
         ro, cv = csr_to_ptcsr(ro, cv if cols.size else np.zeros(0, np.int32), m)

@@ -13,20 +13,24 @@ happens.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from typing import Any, Literal
 
 import numpy as np
 
 from ...errors import fail
-from ...tensors import as_array
-from .codec import csr_to_ptcsr, merge_col_vals, pack_dense, pack_perm
-from .layout import BITS, MAX_N, TILE, SpQRLayer
+from ...numerics import round_half_even
+from ...tensors import as_array, check_finite
+from .codec import check_perm, csr_offsets, csr_to_ptcsr, merge_col_vals, pack_dense, pack_perm
+from .layout import BITS, TILE, SpQRLayer, check_dims
 
 __all__ = ["quantize", "minmax_params", "quantize_codes"]
 
 F32 = np.float32
 MAXQ = F32((1 << BITS) - 1)
 EPS = F32(1e-9)
+FP16_MAX = float(np.finfo(np.float16).max)
 
 
 def minmax_params(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -42,7 +46,7 @@ def minmax_params(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def quantize_codes(x: Any, scale: Any, zero: Any) -> np.ndarray:
     """``clamp(rint(x / max(scale, 1e-9) + zero), 0, 7)`` in float32 (round half to even)."""
     x = np.asarray(x, F32)
-    return np.clip(np.rint(x / np.maximum(np.asarray(scale, F32), EPS) + np.asarray(zero, F32)), 0, MAXQ)
+    return np.clip(round_half_even(x / np.maximum(np.asarray(scale, F32), EPS) + np.asarray(zero, F32)), 0, MAXQ)
 
 
 def _second_level(first: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -84,10 +88,18 @@ def _fit_group(w: np.ndarray, likely: np.ndarray) -> dict[str, np.ndarray]:
             "decoded": (s_dec.astype(F32), z_dec.astype(F32))}
 
 
-def _hessian_factor(hessian: Any, n: int, perm: np.ndarray, percdamp: float) -> tuple[np.ndarray, np.ndarray]:
-    h = as_array(hessian, "hessian").astype(np.float64)
-    if h.shape != (n, n) or not np.isfinite(h).all():
-        raise fail("argument.invalid", "hessian", f"a finite ({n}, {n}) matrix", tuple(h.shape))
+def _hessian(hessian: Any, n: int) -> np.ndarray | None:
+    if hessian is None:
+        return None
+    h = as_array(hessian, "hessian")
+    if h.shape != (n, n) or h.dtype.kind not in "iuf":
+        raise fail("argument.invalid", "hessian", f"a real ({n}, {n}) matrix", (h.dtype.name, tuple(h.shape)))
+    h = h.astype(np.float64)
+    check_finite("hessian", h, "argument.invalid")
+    return h
+
+
+def _hessian_factor(h: np.ndarray, n: int, perm: np.ndarray, percdamp: float) -> tuple[np.ndarray, np.ndarray]:
     h = h[perm][:, perm]
     dead = np.diag(h) == 0
     h[np.diag_indices(n)] += percdamp * np.abs(np.diag(h)).mean()
@@ -100,19 +112,22 @@ def _hessian_factor(hessian: Any, n: int, perm: np.ndarray, percdamp: float) -> 
     return u, dead
 
 
-def _permutation(perm: Any, hessian: Any, n: int) -> np.ndarray:
+def _permutation(perm: Any, h: np.ndarray | None, n: int) -> np.ndarray:
     if isinstance(perm, str):
         if perm == "identity":
             return np.arange(n)
         if perm == "act_order":
-            if hessian is None:
+            if h is None:
                 raise fail("argument.invalid", "perm", "'identity' without a hessian", perm)
-            return np.argsort(-np.diag(as_array(hessian, "hessian")).astype(np.float64), kind="stable")
+            return np.argsort(-np.diag(h), kind="stable")
         raise fail("argument.invalid", "perm", "'identity', 'act_order' or an index array", perm)
-    p = as_array(perm, "perm").astype(np.int64).reshape(-1)
-    if p.size != n or not np.array_equal(np.sort(p), np.arange(n)):
-        raise fail("argument.invalid", "perm", f"a permutation of 0..{n - 1}", f"length {p.size}")
-    return p
+    return check_perm(as_array(perm, "perm"), n, "perm", "argument.invalid")
+
+
+def _number(name: str, value: Any, want: str, ok: Callable[[float], bool]) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) or not ok(float(value)):
+        raise fail("argument.invalid", name, want, value)
+    return float(value)
 
 
 def quantize(weight: Any, *, tau: float = 0.2, hessian: Any = None,
@@ -134,26 +149,29 @@ def quantize(weight: Any, *, tau: float = 0.2, hessian: Any = None,
     if w.ndim != 2 or w.dtype.kind != "f":
         raise fail("argument.invalid", "weight", "a 2-D float array (out, in)", (w.dtype.name, tuple(w.shape)))
     m, n = w.shape
-    if m == 0 or n == 0 or m % TILE or n % TILE or n > MAX_N:
-        raise fail("spqr.dims", "weight", f"of shape (16a, 16b) with in_features <= {MAX_N}", (m, n))
-    if not np.isfinite(w).all():
-        raise fail("argument.invalid", "weight", "finite", "NaN or infinity")
+    check_dims(m, n, "weight")
+    check_finite("weight", w, "argument.invalid")
+    if np.abs(w).max() > FP16_MAX:      # outlier values and statistics are float16
+        j = np.unravel_index(int(np.abs(w).argmax()), w.shape)
+        raise fail("argument.invalid", "weight", f"within the float16 range |w| <= {FP16_MAX:g}",
+                   f"{float(w[j])} at {[int(i) for i in j]}")
     for name, value, allowed in (("sparse", sparse, ("csr", "ptcsr")), ("fit", fit, ("loo", "all")),
                                  ("code_stats", code_stats, ("decoded", "fp32")),
                                  ("outlier_values", outlier_values, ("additive", "spqr"))):
         if value not in allowed:
             raise fail("argument.invalid", name, " or ".join(map(repr, allowed)), value)
-    if not tau > 0:
-        raise fail("argument.invalid", "tau", "> 0 (inf disables outliers)", tau)
-    p = _permutation(perm, hessian, n)
+    tau = _number("tau", tau, "a number > 0 (inf disables outliers)", lambda v: v > 0)
+    percdamp = _number("percdamp", percdamp, "a finite number >= 0", lambda v: math.isfinite(v) and v >= 0)
+    h = _hessian(hessian, n)
+    p = _permutation(perm, h, n)
     wp = w.astype(F32)[:, p].astype(np.float64)
-    if hessian is not None:
-        u, dead = _hessian_factor(hessian, n, p, percdamp)
+    if h is not None:
+        u, dead = _hessian_factor(h, n, p, percdamp)
         wp[:, dead] = 0
     else:
         u = np.eye(n)
     d = np.diag(u)
-    threshold = float(tau) * float((wp.var(axis=0, ddof=1) / d ** 2).mean()) if m > 1 else np.inf
+    threshold = tau * float((wp.var(axis=0, ddof=1) / d ** 2).mean())
     q = np.zeros((m, n), np.uint8)
     outlier = np.zeros((m, n), bool)
     values = np.zeros((m, n), np.float16)
@@ -179,13 +197,13 @@ def quantize(weight: Any, *, tau: float = 0.2, hessian: Any = None,
             deq = np.where(out, col, scale * (code - zero))
             stored = col - dense0 if outlier_values == "additive" else col
             q[:, j], outlier[:, j], values[:, j] = code, out, np.where(out, stored, 0).astype(np.float16)
-            if hessian is not None and j + 1 < n:
+            if h is not None and j + 1 < n:
                 wp[:, j + 1:] -= np.outer((wp[:, j] - deq) / d[j], u[j, j + 1:])
     st = [np.stack([s[i] for s in stats], axis=1).astype(np.float16) for i in range(4)]   # [m/16, n/16]
-    dense = pack_dense(q, np.stack(s_codes, 1), np.stack(z_codes, 1), *st)
+    dense = pack_dense(q, np.stack(s_codes, 1).astype(np.uint8), np.stack(z_codes, 1).astype(np.uint8), *st)
     outlier &= values != 0                              # +0.0 adds nothing; exact zeros are not stored
     rows, cols = np.nonzero(outlier)
-    ro = np.concatenate([[0], np.cumsum(np.bincount(rows, minlength=m))]).astype(np.int32)
+    ro = csr_offsets(rows, m)
     cv = merge_col_vals(cols, values[rows, cols])
     if sparse == "ptcsr":
         ro, cv = csr_to_ptcsr(ro, cv, m)

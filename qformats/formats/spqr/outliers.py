@@ -26,7 +26,8 @@ from typing import Any
 import numpy as np
 
 from ...errors import fail
-from .codec import entry_rows, merge_col_vals, split_col_vals, to_csr
+from ...numerics import fp16_bits, fp16_from_bits
+from .codec import as_layer, csr_offsets, entry_rows, merge_col_vals, split_col_vals, to_csr
 from .layout import MAX_N
 
 __all__ = ["MAGIC", "MAX_DELTA", "to_compact", "from_compact", "compact_stats", "compact_size"]
@@ -43,8 +44,6 @@ def compact_size(m: int, entries: int) -> int:
 
 def to_compact(layer: Any, *, m: int | None = None, n: int | None = None) -> bytes:
     """Release layer (CSR or PTCSR) -> SPQR-DELTA v1 bytes, lossless (SPQR-9.5)."""
-    from .codec import as_layer
-
     lay = as_layer(layer, m=m, n=n)
     m, n = lay.m, lay.n
     ro, cv = to_csr(lay)
@@ -53,7 +52,7 @@ def to_compact(layer: Any, *, m: int | None = None, n: int | None = None) -> byt
     first = np.ones(cols.size, bool)
     first[1:] = rows[1:] != rows[:-1]
     gap = cols - np.where(first, 0, np.concatenate([[0], cols[:-1]]))
-    bad = (~first & (gap <= 0)) | (vals.view(np.uint16) == 0)
+    bad = (~first & (gap <= 0)) | (fp16_bits(vals) == 0)
     if bad.any():
         j = int(np.flatnonzero(bad)[0])
         raise fail("spqr.compact.unrepresentable", "col_vals",
@@ -65,7 +64,7 @@ def to_compact(layer: Any, *, m: int | None = None, n: int | None = None) -> byt
     delta = np.full(total, MAX_DELTA, np.uint8)
     value = np.zeros(total, np.uint16)
     delta[pos] = gap - MAX_DELTA * virtual
-    value[pos] = vals.view(np.uint16)
+    value[pos] = fp16_bits(vals)
     per_row = np.bincount(rows, weights=1 + virtual, minlength=m).astype(np.int64)
     row_ptr = np.concatenate([[0], np.cumsum(per_row)]).astype("<u4")
     head = MAGIC + np.array([m, n, total], "<u4").tobytes()
@@ -73,6 +72,8 @@ def to_compact(layer: Any, *, m: int | None = None, n: int | None = None) -> byt
 
 
 def _parse(data: bytes) -> tuple[int, int, np.ndarray, np.ndarray, np.ndarray]:
+    if not isinstance(data, (bytes, bytearray, memoryview)):   # bytes(int) would allocate that many zeros
+        raise fail("argument.invalid", "stream", "bytes, bytearray or memoryview", type(data).__name__)
     buf = memoryview(bytes(data))
     if len(buf) < HEADER or bytes(buf[:4]) != MAGIC:
         raise fail("spqr.compact.malformed", "stream", f"a stream starting with {MAGIC!r}", bytes(buf[:4]))
@@ -107,8 +108,7 @@ def from_compact(data: bytes) -> tuple[np.ndarray, np.ndarray]:
         j = int(np.flatnonzero(cols >= n)[0])
         raise fail("spqr.compact.delta", "delta", f"columns below n = {n}", f"{int(cols[j])} at entry {j}")
     real = value != 0
-    ro = np.concatenate([[0], np.cumsum(np.bincount(rows[real], minlength=m))]).astype(np.int32)
-    return ro, merge_col_vals(cols[real], value[real].view(np.float16))
+    return csr_offsets(rows[real], m), merge_col_vals(cols[real], fp16_from_bits(value[real]))
 
 
 def compact_stats(data: bytes) -> dict[str, float]:

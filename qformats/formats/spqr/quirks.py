@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from .codec import _legacy_array, _legacy_outliers, decode_dense, from_legacy, unpack_dense
+from .codec import decode_dense, entry_rows, from_legacy, split_col_vals, tile_words, to_csr, unpack_dense, unpack_perm
 from .layout import SO_SHIFT, TILE
 
 __all__ = ["spqr_quant_merge_col_val", "host_second_order_word", "legacy_dequantize"]
@@ -36,8 +36,7 @@ def host_second_order_word(dense_weights: Any, m: int, n: int) -> np.ndarray:
     It ORs ``word >> 54`` of all 16 rows at byte ``k // 2`` without masking, so a set bit 62 or 63
     of row k lands in byte ``k // 2 + 1`` (or beyond bit 63 for the last pair).
     """
-    w = np.ascontiguousarray(np.asarray(dense_weights)).view(np.uint64).reshape(m // TILE, n // TILE, TILE)
-    part = w >> np.uint64(SO_SHIFT)
+    part = tile_words(dense_weights, m, n) >> np.uint64(SO_SHIFT)
     shifts = (np.uint64(8) * (np.arange(TILE, dtype=np.uint64) // np.uint64(2)))
     return np.bitwise_or.reduce(part << shifts, axis=-1)
 
@@ -51,8 +50,8 @@ def legacy_dequantize(legacy: Mapping[str, Any]) -> np.ndarray:
     layer = from_legacy(legacy, sparse="csr")
     w = decode_dense(unpack_dense(layer.dense_weights, layer.m, layer.n))
     o = np.zeros_like(w)
-    rows, cols, vals = _legacy_outliers(legacy, layer.m, layer.n)
-    o[rows, cols] = vals
+    ro, cv = to_csr(layer)
+    cols, vals = split_col_vals(cv)
+    o[entry_rows(ro, cols.size, layer.m), cols] = vals
     w = w * (o == 0).astype(np.float16) + o
-    perm = _legacy_array(legacy, "perm").astype(np.int64).reshape(-1)
-    return w[:, np.argsort(perm)]
+    return w[:, np.argsort(unpack_perm(layer.in_perm))]
