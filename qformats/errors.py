@@ -223,8 +223,9 @@ class QFormatsError(ValueError):
         )
 
 
-def fail(code: str, tensor: str | None, constraint: str, actual: Any, *, clause: str | None = None) -> QFormatsError:
-    """Build the standard error ``'tensor' must be constraint (got actual)``.
+def fail(code: str, tensor: str | None, constraint: str, actual: Any, *, clause: str | None = None,
+         file: str | None = None) -> QFormatsError:
+    """Build the standard error ``'tensor' must be constraint (got actual)``, naming ``file`` when given.
 
     Returned, not raised, so call sites read ``raise fail(...)`` and tracebacks start there.
     """
@@ -236,4 +237,5 @@ def fail(code: str, tensor: str | None, constraint: str, actual: Any, *, clause:
         constraint=constraint,
         actual=actual,
         clause=clause,
+        file=file,
     )

@@ -17,7 +17,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = ["FixtureFile", "FixtureEntry", "Manifest", "load_manifest", "sha256_of", "manifest_problems",
-           "write_generated", "file_entry", "DEFAULT_ROOT"]
+           "write_generated", "file_entry", "reference_case", "DEFAULT_ROOT"]
 
 DEFAULT_ROOT = Path(__file__).resolve().parents[1] / "fixtures"
 # Documentation beside the data is not a fixture itself.
@@ -99,6 +99,22 @@ def manifest_problems(root: Path = DEFAULT_ROOT) -> list[str]:
 def file_entry(root: Path, rel: str) -> dict[str, str]:
     """A manifest ``files`` item for the fixture at ``root / rel``."""
     return {"path": rel, "sha256": sha256_of(root / rel)}
+
+
+def reference_case(case_id: str, fmt: str, kind: str, *, clauses: list[str], features: list[str],
+                   files: dict[str, bytes], generator: str, codes: list[str], valid: bool) -> dict[str, Any]:
+    """A manifest case for fixtures made by a qformats generator, hashed from the bytes it wrote.
+
+    ``files`` maps paths relative to fixtures/ to their bytes; ``codes`` are the expected error
+    codes (invalid) or warning codes (valid).
+    """
+    return {
+        "id": case_id, "format": fmt, "kind": kind, "clauses": list(clauses), "features": list(features),
+        "files": [{"path": rel, "sha256": hashlib.sha256(blob).hexdigest()} for rel, blob in sorted(files.items())],
+        "provenance": {"source": "qformats-reference", "generator": generator, "version": "0.1.0"},
+        "expect": {"verdict": "valid" if valid else "invalid", "codes": list(codes)},
+        "tolerance": "exact",
+    }
 
 
 def write_generated(root: Path, files: dict[str, bytes], entries: list[dict[str, Any]]) -> None:

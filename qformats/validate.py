@@ -22,9 +22,11 @@ from pydantic import BaseModel, ConfigDict
 from .containers.checkpoint import COULD_NOT_RUN_CODES, Checkpoint, open_checkpoint
 from .errors import QFormatsError, fail
 from .findings import Finding, finding, from_error
+from .formats import gptq, q4_k, spqr
 from .formats.gptq.audit import layer_findings
 from .formats.gptq.layout import BITS, module_params
 from .formats.gptq.layout import parse_config as parse_gptq_config
+from .formats.spqr import checks as spqr_checks
 from .numerics import first_nonfinite
 
 __all__ = ["Report", "validate", "group_layers", "load_layer", "LayerGroup", "FORMATS", "COULD_NOT_RUN"]
@@ -290,8 +292,6 @@ DEEP_CHUNK_COLUMNS = 1024  # output columns decoded at once: bounds --deep memor
 def _gptq_deep_stats(name: str, t: dict[str, np.ndarray], bits: int, version: str, group_size: int,
                      findings: list[Finding]) -> dict[str, Any]:
     """Decode a GPTQ layer in slices of whole 32-column words and fold the statistics."""
-    from .formats import gptq
-
     n = t["scales"].shape[1]
     acc = _Moments()
     for start in range(0, n, DEEP_CHUNK_COLUMNS):
@@ -338,9 +338,6 @@ class _Moments:
 
 def _spqr_layers(ckpt: Checkpoint, layers: list[LayerGroup], deep: bool,
                  progress: Progress | None) -> tuple[list[dict[str, Any]], list[Finding]]:
-    from .formats import spqr
-    from .formats.spqr import checks as spqr_checks
-
     findings: list[Finding] = []
     config = None
     if ckpt.config is not None:
@@ -379,24 +376,18 @@ def _spqr_layers(ckpt: Checkpoint, layers: list[LayerGroup], deep: bool,
 # -- GGUF / q4_K -----------------------------------------------------------------------------
 
 def _gguf_layers(ckpt: Checkpoint, deep: bool, progress: Progress | None) -> tuple[list[dict[str, Any]], list[Finding]]:
-    from .formats import q4_k
-    from .formats.q4_k.checks import check_blocks
-
     infos = list(ckpt.gguf.tensors)
     rows, findings = [], []
-    try:
-        ckpt.gguf.check_data()  # the container's own data rules (GGUF-6), skipped when it was opened
-    except QFormatsError as err:
-        return [], [from_error(err)]
     for i, info in enumerate(infos):
         _tick(progress, i, len(infos), info.name)
         if info.type_name != "Q4_K":
             continue
         blocks = ckpt.gguf.tensor_rows(info.name)
         try:
-            check_blocks(blocks, tensor=info.name)
-        except QFormatsError as err:
+            q4_k.check_blocks(blocks, tensor=info.name)
+        except QFormatsError as err:  # checked and found wrong: a row with its finding, not "nothing checked"
             findings.append(from_error(err))
+            rows.append({"layer": info.name, "format": "q4_k", "bits": 4})
             continue
         n = blocks.shape[1] // q4_k.BLOCK_BYTES * q4_k.QK_K
         row = {"layer": info.name, "format": "q4_k", "bits": 4, "group_size": 32, "in_features": n,
@@ -404,7 +395,7 @@ def _gguf_layers(ckpt: Checkpoint, deep: bool, progress: Progress | None) -> tup
         if deep:
             row.update(_stats(info.name, q4_k.dequantize(blocks), findings))
         rows.append(row)
-    other = len(infos) - len(rows)
+    other = sum(info.type_name != "Q4_K" for info in infos)
     if other:
         findings.append(finding("checkpoint.layer.unsupported", "info", f"{other} GGUF tensors of other types "
                                 "were size-checked by the reader but not decoded"))

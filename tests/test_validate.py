@@ -271,3 +271,24 @@ def test_format_option_applies_to_gguf_files():
     """--format gptq on a GGUF file checks no GPTQ layer, which is never a pass (QF-5.1)."""
     report = validate(str(FIXTURES / "checkpoints" / "q4_k.gguf"), fmt="gptq")
     assert (report.verdict, [f.code for f in report.findings]) == ("invalid", ["checkpoint.empty"])
+
+
+def test_every_bad_q4k_tensor_of_a_gguf_file_is_reported(tmp_path):
+    """Q4K-5.4 per tensor: two tensors with a non-finite d give two findings, not one."""
+    import struct
+
+    from qformats.formats import q4_k
+
+    blocks = q4_k.quantize(np.random.default_rng(0).normal(size=(1, 256)).astype(np.float32))
+    bad = blocks.copy()
+    bad[0, 0:2] = np.frombuffer(np.float16(np.inf).tobytes(), np.uint8)  # d = inf
+    text = lambda s: struct.pack("<Q", len(s)) + s.encode()  # noqa: E731
+    header = b"GGUF" + struct.pack("<IQQ", 3, 2, 0)
+    for i, name in enumerate(("a", "b")):
+        header += text(name) + struct.pack("<IQQIQ", 2, 256, 1, 12, i * 160)
+    header += b"\0" * (-len(header) % 32)
+    data = bad.tobytes() + b"\0" * 16 + bad.tobytes()
+    (tmp_path / "m.gguf").write_bytes(header + data)
+    report = validate(str(tmp_path / "m.gguf"))
+    assert [(f.code, f.tensor) for f in report.findings if f.severity == "error"] == [
+        ("q4k.d.nonfinite", "a"), ("q4k.d.nonfinite", "b")]

@@ -26,7 +26,7 @@ Reading is bounded: safetensors headers are O(header), index and config files ar
 
 from __future__ import annotations
 
-import json
+import errno
 import os
 import stat
 from collections.abc import Mapping
@@ -41,7 +41,7 @@ from ..findings import Finding, finding
 from . import safetensors as st
 
 __all__ = [
-    "Checkpoint", "ConfigSource", "open_checkpoint", "COULD_NOT_RUN_CODES", "WARNING_CODES",
+    "Checkpoint", "ConfigSource", "open_checkpoint", "path_error", "COULD_NOT_RUN_CODES", "WARNING_CODES",
     "PICKLE_SUFFIXES", "CONFIG_FILES", "MAX_JSON_SIZE", "SCHEMA_MODELS",
 ]
 
@@ -81,36 +81,52 @@ class ConfigSource(BaseModel):
 SCHEMA_MODELS = (ConfigSource,)
 
 
-def _err(code: str, subject: str | None, constraint: str, actual: Any, file: str) -> QFormatsError:
-    return fail(code, subject, constraint, actual).with_file(file)
+def path_error(exc: OSError, file: str) -> QFormatsError:
+    """CKPT-1: a path that cannot be read, as a could-not-run code.
+
+    The readers (``safetensors.read_header``/``open_tensor``, ``gguf.read_gguf``) raise ``OSError``
+    for such paths, a non-regular file included; discovery maps every one of them here.
+    """
+    if exc.errno == errno.ELOOP:
+        return fail("ckpt.path.symlink_loop", None, "a path without a symbolic link loop", file, file=file)
+    if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+        return fail("ckpt.path.missing", None, "an existing path", file, file=file)
+    return fail("ckpt.path.unreadable", None, "a readable path", f"{exc.strerror or exc}", file=file)
 
 
 def _stat(path: str) -> os.stat_result:
     try:
         return os.stat(path)
     except OSError as exc:
-        raise st._path_error(exc, path) from None
+        raise path_error(exc, path) from None
+
+
+def _read_header(path: str) -> st.SafetensorsHeader:
+    try:
+        return st.read_header(path)
+    except OSError as exc:
+        raise path_error(exc, path) from None
 
 
 def _read_bounded(path: str, code: str) -> bytes:
     """A whole small file (index or config), refused above MAX_JSON_SIZE before reading."""
     size = _stat(path).st_size
     if size > MAX_JSON_SIZE:
-        raise _err(code, os.path.basename(path), f"at most {MAX_JSON_SIZE} bytes", size, path)
+        raise fail(code, os.path.basename(path), f"at most {MAX_JSON_SIZE} bytes", size, file=path)
     try:
         with open(path, "rb") as fh:
             return fh.read(size)  # read(n) preallocates n bytes: never pass the cap itself
     except OSError as exc:
-        raise st._path_error(exc, path) from None
+        raise path_error(exc, path) from None
 
 
-def _load_json(path: str, code: str, *, pairs: bool = False) -> Any:
+def _load_json(path: str, code: str, *, dicts: bool, allow_nan: bool) -> Any:
+    """An index or config file through the header's strict decoder (``safetensors.load_json``)."""
     raw = _read_bounded(path, code)
-    hook = {"object_pairs_hook": st._Obj} if pairs else {}
     try:
-        return json.loads(raw.decode("utf-8"), **hook)
-    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
-        raise _err(code, os.path.basename(path), "UTF-8 JSON", str(exc)[:200], path) from None
+        return st.load_json(raw, dicts=dicts, allow_nan=allow_nan)
+    except ValueError as exc:  # UnicodeDecodeError included
+        raise fail(code, os.path.basename(path), "UTF-8 JSON", str(exc)[:200], file=path) from None
 
 
 def _sniff(path: str) -> bytes:
@@ -127,8 +143,8 @@ def _is_pickle_bytes(head: bytes) -> bool:
 
 
 def _refuse_pickle(path: str, why: str) -> QFormatsError:
-    return _err("ckpt.pickle.refused", os.path.basename(path),
-                "safetensors or GGUF weights (pickles execute code when loaded and are never opened)", why, path)
+    return fail("ckpt.pickle.refused", os.path.basename(path),
+                "safetensors or GGUF weights (pickles execute code when loaded and are never opened)", why, file=path)
 
 
 class Checkpoint:
@@ -158,8 +174,6 @@ class Checkpoint:
         self.headers: Mapping[str, st.SafetensorsHeader] = MappingProxyType(headers or {})
         self.gguf = gguf
         self.findings = findings
-        if gguf is not None:
-            where = {t.name: files[0] for t in gguf.tensors}
         self._where: dict[str, str] = dict(where or {})
 
     @property
@@ -176,8 +190,8 @@ class Checkpoint:
         try:
             return self._where[name]
         except KeyError:
-            raise _err("tensor.missing", name, f"a tensor of this checkpoint ({len(self._where)} tensors)",
-                       "absent", self.path) from None
+            raise fail("tensor.missing", name, f"a tensor of this checkpoint ({len(self._where)} tensors)",
+                       "absent", file=self.path) from None
 
     def tensor_info(self, name: str) -> Any:
         """The validated header entry: safetensors ``TensorInfo`` or ``GGUFTensorInfo``."""
@@ -193,14 +207,16 @@ class Checkpoint:
         block-quantized types as their ``(rows, row_bytes)`` uint8 block rows.
         """
         file = self.file_of(name)
-        if self.gguf is None:
-            return st.open_tensor(self.headers[file], name)
-        try:
-            return self.gguf.tensor_array(name)
-        except QFormatsError as exc:
-            if exc.code != "argument.invalid":
-                raise
+        if self.gguf is not None:
+            from .gguf import PLAIN_TYPES
+
+            if self.gguf.tensor(name).type_name in PLAIN_TYPES:
+                return self.gguf.tensor_array(name)
             return self.gguf.tensor_rows(name)
+        try:
+            return st.open_tensor(self.headers[file], name)
+        except OSError as exc:
+            raise path_error(exc, file) from None
 
     def close(self) -> None:
         if self.gguf is not None:
@@ -223,13 +239,13 @@ def _open_gguf(file: str, path: str) -> Checkpoint:
     from . import gguf  # lazy: the GGUF reader is only needed for GGUF input
 
     try:
-        gf = gguf.read_gguf(file, check_data=False)  # payload checks belong to the format validator
+        gf = gguf.read_gguf(file)  # structure only: payload rules belong to the format layer
     except OSError as exc:
-        raise st._path_error(exc, file) from None
-    ckpt = Checkpoint(kind="gguf", path=path, files=(file,), gguf=gf)
+        raise path_error(exc, file) from None
+    ckpt = Checkpoint(kind="gguf", path=path, files=(file,), gguf=gf, where={t.name: file for t in gf.tensors})
     if not ckpt.tensor_names():
         ckpt.close()
-        raise _err("ckpt.tensors.none", None, "a checkpoint with at least one tensor", "0 tensors", file)
+        raise fail("ckpt.tensors.none", None, "a checkpoint with at least one tensor", "0 tensors", file=file)
     return ckpt
 
 
@@ -251,24 +267,24 @@ def _open_file(file: str) -> Checkpoint:
         raise _refuse_pickle(file, f"pickle/zip magic bytes {head[:4]!r}")
     if len(head) > 8 and head[8:9] in (b"{", b" ", b"\t", b"\n", b"\r"):
         return _from_safetensors((file,), path=file)
-    raise _err("ckpt.no_model", os.path.basename(file), "a .safetensors, .gguf or checkpoint directory",
-               "a file of unknown kind", file)
+    raise fail("ckpt.no_model", os.path.basename(file), "a .safetensors, .gguf or checkpoint directory",
+               "a file of unknown kind", file=file)
 
 
 def _from_safetensors(files: tuple[str, ...], *, path: str,
                       configs: tuple[ConfigSource, ...] = (), model_config: dict[str, Any] | None = None,
                       findings: list[Finding] | None = None) -> Checkpoint:
     """CKPT-2.4, 2.5: unindexed files; a tensor name may occur in one file only."""
-    headers = {f: st.read_header(f) for f in files}
+    headers = {f: _read_header(f) for f in files}
     where: dict[str, str] = {}
     for f, header in headers.items():
         for name in header.tensors:
             if name in where:
-                raise _err("ckpt.tensor.duplicate", name, "in one weight file only",
-                           f"in {os.path.basename(where[name])} and {os.path.basename(f)}", path)
+                raise fail("ckpt.tensor.duplicate", name, "in one weight file only",
+                           f"in {os.path.basename(where[name])} and {os.path.basename(f)}", file=path)
             where[name] = f
     if not where:
-        raise _err("ckpt.tensors.none", None, "a checkpoint with at least one tensor", "0 tensors", path)
+        raise fail("ckpt.tensors.none", None, "a checkpoint with at least one tensor", "0 tensors", file=path)
     found = list(findings or [])
     for header in headers.values():
         found.extend(header.findings)
@@ -286,16 +302,18 @@ def _discover_configs(directory: str, names: set[str]) -> tuple[tuple[ConfigSour
         if fname not in names:
             continue
         path = os.path.join(directory, fname)
-        data = _load_json(path, "ckpt.config.json")
+        # Python readers (transformers, AutoGPTQ, vLLM) accept NaN/Infinity here; a duplicate key they
+        # would resolve silently (the last wins) is refused (CKPT-4.2).
+        data = _load_json(path, "ckpt.config.json", dicts=True, allow_nan=True)
         if not isinstance(data, dict):
-            raise _err("ckpt.config.json", fname, "a JSON object", type(data).__name__, path)
+            raise fail("ckpt.config.json", fname, "a JSON object", type(data).__name__, file=path)
         if key is not None:
             model_config = data
             if key not in data or data[key] is None:
                 continue
             data = data[key]
             if not isinstance(data, dict):
-                raise _err("ckpt.config.json", f"{fname}[{key!r}]", "a JSON object", type(data).__name__, path)
+                raise fail("ckpt.config.json", f"{fname}[{key!r}]", "a JSON object", type(data).__name__, file=path)
         sources.append(ConfigSource(file=path, key=key, config=data))
     findings: list[Finding] = []
     if not sources:
@@ -320,7 +338,7 @@ def _listing(directory: str) -> dict[str, str]:
     try:
         names = sorted(os.listdir(directory))
     except OSError as exc:
-        raise st._path_error(exc, directory) from None
+        raise path_error(exc, directory) from None
     files = {}
     for name in names:
         path = os.path.join(directory, name)
@@ -352,8 +370,8 @@ def _open_dir(directory: str, *, index: str | None = None, path: str | None = No
     pickles = _pickles(files)
     if index is None and len(indexes) > 1:
         if PREFERRED_INDEX not in indexes:
-            raise _err("ckpt.index.ambiguous", None, f"one index file or one named {PREFERRED_INDEX}",
-                       indexes, directory)
+            raise fail("ckpt.index.ambiguous", None, f"one index file or one named {PREFERRED_INDEX}",
+                       indexes, file=directory)
         index = PREFERRED_INDEX
     elif index is None and indexes:
         index = indexes[0]
@@ -364,8 +382,8 @@ def _open_dir(directory: str, *, index: str | None = None, path: str | None = No
             raise _refuse_pickle(pickles[0], f"the only weights here are pickles: "
                                  f"{[os.path.basename(p) for p in pickles]}")
         what = f"{len(ggufs)} .gguf files (pass one)" if ggufs else f"{len(files)} files, none of them weights"
-        raise _err("ckpt.no_model", None, "a directory with .safetensors weights, an index, or one .gguf file",
-                   what, directory)
+        raise fail("ckpt.no_model", None, "a directory with .safetensors weights, an index, or one .gguf file",
+                   what, file=directory)
     configs, model_config, findings = _discover_configs(directory, set(files))
     findings = [finding("ckpt.pickle.skipped", "warning", f"pickle file {os.path.basename(p)} not opened "
                         "(safetensors weights are used instead)") for p in pickles] + findings
@@ -378,18 +396,18 @@ def _open_dir(directory: str, *, index: str | None = None, path: str | None = No
 
 def _weight_map(index_path: str) -> tuple[dict[str, str], Any]:
     """CKPT-3.1: ``{"metadata": {...}?, "weight_map": {tensor: shard file name}}``, keys unique."""
-    top = _load_json(index_path, "ckpt.index.json", pairs=True)
+    top = _load_json(index_path, "ckpt.index.json", dicts=False, allow_nan=False)
 
     def bad(subject: str, constraint: str, actual: Any) -> QFormatsError:
-        return _err("ckpt.index.json", subject, constraint, actual, index_path)
+        return fail("ckpt.index.json", subject, constraint, actual, file=index_path)
 
-    if not isinstance(top, st._Obj):
+    if not isinstance(top, st.JsonObject):
         raise bad("index", "a JSON object", type(top).__name__)
     fields = dict(top)
     if len(fields) != len(top):
         raise bad("index", "each key once", "a duplicate top-level key")
     wm = fields.get("weight_map")
-    if not isinstance(wm, st._Obj):
+    if not isinstance(wm, st.JsonObject):
         raise bad("weight_map", "an object {tensor name: shard file}", type(wm).__name__)
     out: dict[str, str] = {}
     for name, shard in wm:
@@ -399,7 +417,7 @@ def _weight_map(index_path: str) -> tuple[dict[str, str], Any]:
             raise bad(f"weight_map.{name}", "a shard file name in the index's directory", ascii(shard)[:80])
         out[name] = shard
     meta = fields.get("metadata")
-    total = dict(meta).get("total_size") if isinstance(meta, st._Obj) else None
+    total = dict(meta).get("total_size") if isinstance(meta, st.JsonObject) else None
     return out, total
 
 
@@ -410,7 +428,7 @@ def _unlisted_holders(name: str, files: dict[str, str], shards: list[str]) -> li
         try:
             if name in st.read_header(files[fname]).tensors:
                 out.append(fname)
-        except QFormatsError:
+        except (QFormatsError, OSError):
             continue
     return out
 
@@ -429,11 +447,11 @@ def _open_sharded(directory: str, index: str, files: dict[str, str], *, path: st
             try:
                 os.stat(shard_path)
             except FileNotFoundError:
-                raise _err("ckpt.index.shard_missing", shard, "an existing file named by the index",
-                           "no such file", index_path) from None
+                raise fail("ckpt.index.shard_missing", shard, "an existing file named by the index",
+                           "no such file", file=index_path) from None
             except OSError as exc:
-                raise st._path_error(exc, shard_path) from None
-        headers[shard_path] = st.read_header(shard_path)
+                raise path_error(exc, shard_path) from None
+        headers[shard_path] = _read_header(shard_path)
     holders: dict[str, list[str]] = {}
     for shard_path, header in headers.items():
         findings.extend(header.findings)
@@ -443,10 +461,10 @@ def _open_sharded(directory: str, index: str, files: dict[str, str], *, path: st
         if name not in headers[os.path.join(directory, shard)].tensors:
             elsewhere = holders.get(name) or _unlisted_holders(name, files, shards)
             if elsewhere:
-                raise _err("ckpt.index.tensor_elsewhere", name, f"in {shard}, as the index says",
-                           f"in {elsewhere}", index_path)
-            raise _err("ckpt.index.tensor_missing", name, f"in {shard}, as the index says", "in no shard",
-                       index_path)
+                raise fail("ckpt.index.tensor_elsewhere", name, f"in {shard}, as the index says",
+                           f"in {elsewhere}", file=index_path)
+            raise fail("ckpt.index.tensor_missing", name, f"in {shard}, as the index says", "in no shard",
+                       file=index_path)
     for shard_path, header in headers.items():
         extra = sorted(n for n in header.tensors if weight_map.get(n) != os.path.basename(shard_path))
         if extra:
@@ -460,7 +478,7 @@ def _open_sharded(directory: str, index: str, files: dict[str, str], *, path: st
         findings.append(finding("ckpt.index.total_size", "warning",
                                 f"{index} metadata.total_size is {total!r}; the mapped tensors hold {nbytes} bytes"))
     if not weight_map:
-        raise _err("ckpt.tensors.none", None, "a checkpoint with at least one tensor", "0 tensors", index_path)
+        raise fail("ckpt.tensors.none", None, "a checkpoint with at least one tensor", "0 tensors", file=index_path)
     where = {n: os.path.join(directory, s) for n, s in weight_map.items()}
     return Checkpoint(kind="sharded", path=path, files=tuple(os.path.join(directory, s) for s in shards),
                       index_file=index_path, configs=configs, model_config=model_config, headers=headers,
@@ -484,5 +502,5 @@ def open_checkpoint(path: str | os.PathLike[str]) -> Checkpoint:
     if stat.S_ISDIR(mode):
         return _open_dir(file)
     if not stat.S_ISREG(mode):
-        raise _err("ckpt.path.unreadable", None, "a regular file or a directory", stat.filemode(mode), file)
+        raise fail("ckpt.path.unreadable", None, "a regular file or a directory", stat.filemode(mode), file=file)
     return _open_file(file)

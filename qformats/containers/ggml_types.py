@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-__all__ = ["QK_K", "GGMLType", "GGML_TYPES", "GGML_TYPE_BY_NAME", "GGML_REMOVED_TYPE_IDS"]
+__all__ = ["QK_K", "GGMLType", "GGML_TYPES", "GGML_REMOVED_TYPE_IDS"]
 
 QK_K = 256  # elements per k-quant super-block
 QK4_0 = 32  # elements per legacy-quant block
@@ -78,5 +78,4 @@ _TABLE: tuple[tuple[int, str, int, int], ...] = (
 )
 
 GGML_TYPES: dict[int, GGMLType] = {row[0]: GGMLType(*row) for row in _TABLE}
-GGML_TYPE_BY_NAME: dict[str, GGMLType] = {t.name: t for t in GGML_TYPES.values()}
 GGML_REMOVED_TYPE_IDS: frozenset[int] = frozenset({4, 5, 31, 32, 33, 36, 37, 38})

@@ -22,15 +22,18 @@ API::
         w = f.tensor_array("token_embd.weight") # F32/F16/BF16/F64/I8..I64 as NumPy, C order
 
 Malformed input is fatal: the reader raises on the first structural error, with a ``gguf.*`` code,
-the file name, the field or tensor, the constraint and the actual value. With ``check_data=True``
-(default) q4_K payloads are also checked for non-finite ``d``/``dmin`` (code ``q4k.d.nonfinite``,
-via :func:`qformats.formats.q4_k.checks.check_blocks`).
+the file name, the field or tensor, the constraint and the actual value. Tensor payloads are not
+interpreted here: the validity of a type's blocks (q4_K: finite ``d``/``dmin``) is the format
+layer's rule, checked per tensor on :meth:`GGUFFile.tensor_rows`
+(:func:`qformats.formats.q4_k.checks.check_blocks`).
 """
 
 from __future__ import annotations
 
+import errno
 import mmap
 import os
+import stat
 import struct
 from collections.abc import Iterator
 from enum import IntEnum
@@ -40,14 +43,14 @@ from typing import Any, ClassVar
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from ..errors import QFormatsError, fail
+from ..errors import fail
 from .ggml_types import GGML_REMOVED_TYPE_IDS, GGML_TYPES
 
 __all__ = [
     "GGUF_MAGIC", "SUPPORTED_VERSIONS", "DEFAULT_ALIGNMENT", "MAX_ALIGNMENT", "MAX_STRING_LENGTH",
     "MAX_ARRAY_ELEMENTS", "MAX_TENSORS", "MAX_KV", "GGML_MAX_DIMS", "GGML_MAX_NAME",
     "ValueType", "GGUFTensorInfo", "GGUFHeader", "GGUFFile", "read_gguf", "read_gguf_bytes",
-    "SCHEMA_MODELS",
+    "PLAIN_TYPES", "SCHEMA_MODELS",
 ]
 
 GGUF_SPEC_VERSION = "0.1"
@@ -86,6 +89,7 @@ class ValueType(IntEnum):
     FLOAT64 = 12
 
 
+# Little-endian, standard sizes: both the scalar values and the arrays of them are read through these.
 _SCALAR_DTYPES: dict[ValueType, np.dtype] = {
     ValueType.UINT8: np.dtype("u1"), ValueType.INT8: np.dtype("i1"),
     ValueType.UINT16: np.dtype("<u2"), ValueType.INT16: np.dtype("<i2"),
@@ -95,17 +99,12 @@ _SCALAR_DTYPES: dict[ValueType, np.dtype] = {
     ValueType.FLOAT64: np.dtype("<f8"),
 }
 
-# struct formats with standard sizes (numpy's dtype.char "L" is 8 bytes, struct's "<L" is 4).
-_SCALAR_FORMATS: dict[ValueType, str] = {
-    ValueType.UINT8: "<B", ValueType.INT8: "<b", ValueType.UINT16: "<H", ValueType.INT16: "<h",
-    ValueType.UINT32: "<I", ValueType.INT32: "<i", ValueType.FLOAT32: "<f", ValueType.BOOL: "<B",
-    ValueType.UINT64: "<Q", ValueType.INT64: "<q", ValueType.FLOAT64: "<d",
-}
-
 _PLAIN_TENSOR_DTYPES: dict[str, np.dtype] = {
     "F32": np.dtype("<f4"), "F16": np.dtype("<f2"), "F64": np.dtype("<f8"), "I8": np.dtype("i1"),
     "I16": np.dtype("<i2"), "I32": np.dtype("<i4"), "I64": np.dtype("<i8"),
 }
+# Types GGUFFile.tensor_array returns as NumPy (BF16 widened to float32); the rest are block rows.
+PLAIN_TYPES: frozenset[str] = frozenset(_PLAIN_TENSOR_DTYPES) | {"BF16"}
 
 
 def _pad(x: int, n: int) -> int:
@@ -123,7 +122,7 @@ class GGUFTensorInfo(BaseModel):
     spec_version: ClassVar[str] = GGUF_SPEC_VERSION
 
     name: str
-    n_dims: int
+    n_dims: int                  # the on-disk rank field (GGUF-3.3), recorded as read; == len(dims)
     dims: tuple[int, ...]
     ggml_type: int
     type_name: str
@@ -170,14 +169,10 @@ class _Cursor:
         self.pos = 0
         self.file = file
 
-    def error(self, code: str, subject: str | None, constraint: str, actual: Any,
-              clause: str | None = None) -> QFormatsError:
-        return fail(code, subject, constraint, actual, clause=clause).with_file(self.file)
-
     def need(self, n: int, what: str, clause: str | None = None) -> None:
         if n > self.size - self.pos:
-            raise self.error("gguf.truncated", what, f"complete: {n} bytes at offset {self.pos}",
-                             f"{self.size - self.pos} bytes before end of file", clause)
+            raise fail("gguf.truncated", what, f"complete: {n} bytes at offset {self.pos}",
+                       f"{self.size - self.pos} bytes before end of file", clause=clause, file=self.file)
 
     def scalar(self, fmt: str, n: int, what: str) -> Any:
         self.need(n, what)
@@ -191,6 +186,13 @@ class _Cursor:
     def u64(self, what: str) -> int:
         return self.scalar("<Q", 8, what)
 
+    def array(self, dt: np.dtype, count: int, what: str) -> np.ndarray:
+        """``count`` values of ``dt``, copied out of the mapping (a Python-side record, not a view)."""
+        self.need(count * dt.itemsize, what)
+        out = np.frombuffer(self.buf, dtype=dt, count=count, offset=self.pos).copy()
+        self.pos += count * dt.itemsize
+        return out
+
     def raw(self, n: int, what: str) -> bytes:
         self.need(n, what)
         out = bytes(self.buf[self.pos:self.pos + n])
@@ -201,13 +203,13 @@ class _Cursor:
                code: str = "gguf.string.length") -> str:
         length = self.u64(f"{what} length")
         if not min_len <= length <= max_len:
-            raise self.error(code, what, f"a string of {min_len}..{max_len} bytes", length)
+            raise fail(code, what, f"a string of {min_len}..{max_len} bytes", length, file=self.file)
         data = self.raw(length, what)
         try:
             return data.decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise self.error("gguf.string.utf8", what, "valid UTF-8",
-                             f"invalid byte at {exc.start} of {length}") from None
+            raise fail("gguf.string.utf8", what, "valid UTF-8",
+                       f"invalid byte at {exc.start} of {length}", file=self.file) from None
 
 
 def _read_value(cur: _Cursor, vtype: int, what: str) -> tuple[Any, str]:
@@ -216,11 +218,10 @@ def _read_value(cur: _Cursor, vtype: int, what: str) -> tuple[Any, str]:
         return cur.string(what), "STRING"
     if vtype == ValueType.ARRAY:
         return _read_array(cur, what)
-    fmt = _SCALAR_FORMATS[ValueType(vtype)]
-    value = cur.scalar(fmt, struct.calcsize(fmt), what)
+    value = cur.array(_SCALAR_DTYPES[ValueType(vtype)], 1, what)[0].item()
     if vtype == ValueType.BOOL:
         if value not in (0, 1):
-            raise cur.error("gguf.bool", what, "a BOOL of 0 or 1", value)
+            raise fail("gguf.bool", what, "a BOOL of 0 or 1", value, file=cur.file)
         value = bool(value)
     return value, ValueType(vtype).name
 
@@ -228,24 +229,21 @@ def _read_value(cur: _Cursor, vtype: int, what: str) -> tuple[Any, str]:
 def _read_array(cur: _Cursor, what: str) -> tuple[Any, str]:
     etype = cur.u32(f"{what} element type")
     if etype == ValueType.ARRAY:
-        raise cur.error("gguf.array.nested", what, "an array of scalars or strings", "ARRAY of ARRAY")
+        raise fail("gguf.array.nested", what, "an array of scalars or strings", "ARRAY of ARRAY", file=cur.file)
     if etype > ValueType.FLOAT64:
-        raise cur.error("gguf.value_type", f"{what} element type", "a value type in 0..12", etype)
+        raise fail("gguf.value_type", f"{what} element type", "a value type in 0..12", etype, file=cur.file)
     count = cur.u64(f"{what} element count")
     if count > MAX_ARRAY_ELEMENTS:
-        raise cur.error("gguf.array.length", what, f"at most {MAX_ARRAY_ELEMENTS} elements", count)
+        raise fail("gguf.array.length", what, f"at most {MAX_ARRAY_ELEMENTS} elements", count, file=cur.file)
     label = f"ARRAY[{ValueType(etype).name}]"
     if etype == ValueType.STRING:
         cur.need(count * 8, f"{what} ({count} strings)")  # each string takes >= 8 bytes
         return [cur.string(f"{what}[{i}]") for i in range(count)], label
-    dt = _SCALAR_DTYPES[ValueType(etype)]
-    cur.need(count * dt.itemsize, f"{what} ({count} x {ValueType(etype).name})")
-    arr = np.frombuffer(cur.buf, dtype=dt, count=count, offset=cur.pos).copy()
-    cur.pos += count * dt.itemsize
+    arr = cur.array(_SCALAR_DTYPES[ValueType(etype)], count, f"{what} ({count} x {ValueType(etype).name})")
     if etype == ValueType.BOOL:
         bad = np.flatnonzero(arr > 1)
         if bad.size:
-            raise cur.error("gguf.bool", f"{what}[{int(bad[0])}]", "a BOOL of 0 or 1", int(arr[bad[0]]))
+            raise fail("gguf.bool", f"{what}[{int(bad[0])}]", "a BOOL of 0 or 1", int(arr[bad[0]]), file=cur.file)
         arr = arr.astype(np.bool_)
     arr.flags.writeable = False
     return arr, label
@@ -253,10 +251,10 @@ def _read_array(cur: _Cursor, what: str) -> tuple[Any, str]:
 
 def _check_alignment(cur: _Cursor, label: str, value: Any) -> int:
     if label != "UINT32":
-        raise cur.error("gguf.alignment", "general.alignment", "of type UINT32", label)
+        raise fail("gguf.alignment", "general.alignment", "of type UINT32", label, file=cur.file)
     if value == 0 or value & (value - 1) or value > MAX_ALIGNMENT:
-        raise cur.error("gguf.alignment", "general.alignment",
-                        f"a power of two in 1..{MAX_ALIGNMENT}", value)
+        raise fail("gguf.alignment", "general.alignment",
+                   f"a power of two in 1..{MAX_ALIGNMENT}", value, file=cur.file)
     return value
 
 
@@ -267,12 +265,12 @@ def _read_kvs(cur: _Cursor, kv_count: int) -> tuple[dict[str, Any], dict[str, st
     for i in range(kv_count):
         key = cur.string(f"kv[{i}].key")
         if not key:
-            raise cur.error("gguf.key.empty", f"kv[{i}].key", "a non-empty key", "''")
+            raise fail("gguf.key.empty", f"kv[{i}].key", "a non-empty key", "''", file=cur.file)
         if key in metadata:
-            raise cur.error("gguf.key.duplicate", key, "a key that occurs once", "a second occurrence")
+            raise fail("gguf.key.duplicate", key, "a key that occurs once", "a second occurrence", file=cur.file)
         vtype = cur.u32(f"{key} value type")
         if vtype > ValueType.FLOAT64:
-            raise cur.error("gguf.value_type", key, "a value type in 0..12", vtype)
+            raise fail("gguf.value_type", key, "a value type in 0..12", vtype, file=cur.file)
         metadata[key], types[key] = _read_value(cur, vtype, key)
         if key == "general.alignment":
             alignment = _check_alignment(cur, types[key], metadata[key])
@@ -284,39 +282,41 @@ def _read_tensor_info(cur: _Cursor, i: int, alignment: int, expected_offset: int
     name = cur.string(f"tensor[{i}].name", min_len=1, max_len=GGML_MAX_NAME - 1,
                       code="gguf.tensor.name_length")
     if name in seen:
-        raise cur.error("gguf.tensor.duplicate", name, "a tensor name that occurs once", "a second occurrence")
+        raise fail("gguf.tensor.duplicate", name, "a tensor name that occurs once", "a second occurrence",
+                   file=cur.file)
     n_dims = cur.u32(f"{name} n_dims")
     if n_dims > GGML_MAX_DIMS:
-        raise cur.error("gguf.tensor.n_dims", name, f"of rank n_dims <= {GGML_MAX_DIMS}", n_dims)
+        raise fail("gguf.tensor.n_dims", name, f"of rank n_dims <= {GGML_MAX_DIMS}", n_dims, file=cur.file)
     dims = tuple(cur.u64(f"{name} ne[{j}]") for j in range(n_dims))
     n_elements = 1
     for j, ne in enumerate(dims):
         if not 1 <= ne <= INT64_MAX:
-            raise cur.error("gguf.tensor.dims", name, f"ne[{j}] in 1..2^63-1", ne)
+            raise fail("gguf.tensor.dims", name, f"ne[{j}] in 1..2^63-1", ne, file=cur.file)
         n_elements *= ne
     if n_elements > INT64_MAX:
-        raise cur.error("gguf.tensor.dims", name, "a product of ne below 2^63", n_elements)
+        raise fail("gguf.tensor.dims", name, "a product of ne below 2^63", n_elements, file=cur.file)
     type_id = cur.u32(f"{name} type")
     gtype = GGML_TYPES.get(type_id)
     if gtype is None:
         why = "removed" if type_id in GGML_REMOVED_TYPE_IDS else "unknown"
-        raise cur.error("gguf.tensor.type", name, "a ggml type id of the type table", f"{type_id} ({why})")
+        raise fail("gguf.tensor.type", name, "a ggml type id of the type table", f"{type_id} ({why})", file=cur.file)
     ne0 = dims[0] if dims else 1
     if ne0 % gtype.block_size:
-        raise cur.error("gguf.tensor.shape_block", name,
-                        f"ne[0] a multiple of the {gtype.name} block size {gtype.block_size}", ne0)
+        raise fail("gguf.tensor.shape_block", name,
+                   f"ne[0] a multiple of the {gtype.name} block size {gtype.block_size}", ne0, file=cur.file)
     n_bytes = gtype.row_bytes(ne0) * (n_elements // ne0)
     if n_bytes > INT64_MAX:
-        raise cur.error("gguf.tensor.nbytes", name, "a byte size below 2^63", n_bytes)
+        raise fail("gguf.tensor.nbytes", name, "a byte size below 2^63", n_bytes, file=cur.file)
     offset = cur.u64(f"{name} offset")
     if offset % alignment:
-        raise cur.error("gguf.tensor.misaligned", name, f"an offset that is a multiple of {alignment}", offset)
+        raise fail("gguf.tensor.misaligned", name, f"an offset that is a multiple of {alignment}", offset,
+                   file=cur.file)
     if offset < expected_offset:
-        raise cur.error("gguf.tensor.overlap", name,
-                        f"at offset {expected_offset}, after the previous tensor's padded bytes", offset)
+        raise fail("gguf.tensor.overlap", name,
+                   f"at offset {expected_offset}, after the previous tensor's padded bytes", offset, file=cur.file)
     if offset > expected_offset:
-        raise cur.error("gguf.tensor.offset", name,
-                        f"at offset {expected_offset}, contiguous with the previous tensor", offset)
+        raise fail("gguf.tensor.offset", name,
+                   f"at offset {expected_offset}, contiguous with the previous tensor", offset, file=cur.file)
     return GGUFTensorInfo(name=name, n_dims=n_dims, dims=dims, ggml_type=type_id,
                           type_name=gtype.name, offset=offset, n_bytes=n_bytes)
 
@@ -325,17 +325,19 @@ def _parse(buf: Any, size: int, file: str) -> tuple[GGUFHeader, dict[str, Any], 
     cur = _Cursor(buf, size, file)
     magic = cur.raw(4, "magic")
     if magic != GGUF_MAGIC:
-        raise cur.error("gguf.magic", "magic", "b'GGUF' (47 47 55 46)", magic)
+        raise fail("gguf.magic", "magic", "b'GGUF' (47 47 55 46)", magic, file=cur.file)
     version = cur.u32("version")
     if version not in SUPPORTED_VERSIONS:
-        actual = f"{version} (0x{version:08x}, byte-swapped?)" if version and not version & 0xFFFF else version
-        raise cur.error("gguf.version", "version", "2 or 3", actual)
+        if version and not version & 0xFFFF:  # ggml's byte-swap test: a big-endian file (GGUF-1.3)
+            raise fail("gguf.version", "version", "2 or 3, little-endian",
+                       f"{version} (0x{version:08x}, byte-swapped?)", clause="GGUF-1.3", file=cur.file)
+        raise fail("gguf.version", "version", "2 or 3", version, file=cur.file)
     tensor_count = cur.u64("tensor_count")
     if tensor_count > MAX_TENSORS:
-        raise cur.error("gguf.count.too_large", "tensor_count", f"at most {MAX_TENSORS}", tensor_count)
+        raise fail("gguf.count.too_large", "tensor_count", f"at most {MAX_TENSORS}", tensor_count, file=cur.file)
     kv_count = cur.u64("metadata_kv_count")
     if kv_count > MAX_KV:
-        raise cur.error("gguf.count.too_large", "metadata_kv_count", f"at most {MAX_KV}", kv_count)
+        raise fail("gguf.count.too_large", "metadata_kv_count", f"at most {MAX_KV}", kv_count, file=cur.file)
     cur.need(kv_count * _MIN_KV_BYTES, f"{kv_count} metadata entries", "GGUF-1.5")
     metadata, types, alignment = _read_kvs(cur, kv_count)
     cur.need(tensor_count * _MIN_TENSOR_INFO_BYTES, f"{tensor_count} tensor infos", "GGUF-1.5")
@@ -358,17 +360,17 @@ def _parse(buf: Any, size: int, file: str) -> tuple[GGUFHeader, dict[str, Any], 
 def _check_data_bounds(cur: _Cursor, tensors: list[GGUFTensorInfo], data_offset: int,
                        padded_end: int, alignment: int) -> None:
     if tensors and data_offset > cur.size:
-        raise cur.error("gguf.truncated", "tensor data", f"a data section starting at offset {data_offset}",
-                        f"end of file at {cur.size}", "GGUF-5.1")
+        raise fail("gguf.truncated", "tensor data", f"a data section starting at offset {data_offset}",
+                   f"end of file at {cur.size}", clause="GGUF-5.1", file=cur.file)
     for t in tensors:
         end = data_offset + t.offset + t.n_bytes
         if end > cur.size:
-            raise cur.error("gguf.data.past_end", t.name, f"stored within the file (its data ends at {end})",
-                            f"file size {cur.size}")
+            raise fail("gguf.data.past_end", t.name, f"stored within the file (its data ends at {end})",
+                       f"file size {cur.size}", file=cur.file)
     limit = data_offset + padded_end if tensors else _pad(cur.pos, alignment)
     if cur.size > limit:
-        raise cur.error("gguf.data.trailing", "file", f"ending at offset {limit}, the last tensor's padded end",
-                        f"{cur.size - limit} trailing bytes")
+        raise fail("gguf.data.trailing", "file", f"ending at offset {limit}, the last tensor's padded end",
+                   f"{cur.size - limit} trailing bytes", file=cur.file)
 
 
 class GGUFFile:
@@ -402,7 +404,7 @@ class GGUFFile:
         try:
             return self._by_name[name]
         except KeyError:
-            raise fail("tensor.missing", name, "a tensor of this file", "absent").with_file(self._file) from None
+            raise fail("tensor.missing", name, "a tensor of this file", "absent", file=self._file) from None
 
     # -- tensor data -------------------------------------------------------------------------
     def tensor_bytes(self, name: str) -> np.ndarray:
@@ -430,19 +432,8 @@ class GGUFFile:
         dt = _PLAIN_TENSOR_DTYPES.get(info.type_name)
         if dt is None:
             raise fail("argument.invalid", name, "a plain-typed tensor (F32, F16, BF16, F64, I8..I64)",
-                       f"{info.type_name}; use tensor_rows() and the format's dequantize").with_file(self._file)
+                       f"{info.type_name}; use tensor_rows() and the format's dequantize", file=self._file)
         return raw.view(dt).reshape(info.shape)
-
-    def check_data(self) -> None:
-        """Payload checks that need the bytes (GGUF-5.4): q4_K blocks must have finite d and dmin (Q4K-5.4)."""
-        for info in self._tensors:
-            if info.type_name == "Q4_K":
-                from qformats.formats.q4_k.checks import check_blocks  # lazy: formats depend on containers
-
-                try:
-                    check_blocks(self.tensor_rows(info.name), tensor=info.name, n=info.dims[0])
-                except QFormatsError as exc:
-                    raise exc.with_file(self._file) from None
 
     # -- lifetime ----------------------------------------------------------------------------
     def close(self) -> None:
@@ -474,12 +465,16 @@ def _release(mm: mmap.mmap | None) -> None:
         pass
 
 
-def read_gguf(path: str | os.PathLike[str], *, check_data: bool = True) -> GGUFFile:
+def read_gguf(path: str | os.PathLike[str]) -> GGUFFile:
     """Validate and open a GGUF v2/v3 file. Raises QFormatsError (``gguf.*``) on malformed input.
 
-    A missing or unreadable path raises ``OSError`` (not a finding: the file could not be read).
+    A missing or unreadable path, or one that is not a regular file (a FIFO would block the
+    open), raises ``OSError`` (GGUF-6.5: not a finding, the file could not be read).
     """
     file = os.fspath(path)
+    mode = os.stat(file).st_mode
+    if not stat.S_ISREG(mode):
+        raise OSError(errno.EINVAL, f"not a regular file ({stat.filemode(mode)})", file)
     with open(file, "rb") as fh:
         size = os.fstat(fh.fileno()).st_size
         if size == 0:
@@ -491,25 +486,14 @@ def read_gguf(path: str | os.PathLike[str], *, check_data: bool = True) -> GGUFF
     try:
         header, metadata, tensors = _parse(data, size, file)
     except BaseException:
-        del data
-        _release(mm)
+        _release(mm)  # the traceback still holds views of the mapping: it is unmapped when they go
         raise
-    gf = GGUFFile(file, header, metadata, tensors, data, mm)
-    if check_data:
-        try:
-            gf.check_data()
-        except BaseException:
-            gf.close()
-            raise
-    return gf
+    return GGUFFile(file, header, metadata, tensors, data, mm)
 
 
-def read_gguf_bytes(blob: bytes, *, name: str = "<bytes>", check_data: bool = True) -> GGUFFile:
+def read_gguf_bytes(blob: bytes, *, name: str = "<bytes>") -> GGUFFile:
     """Validate GGUF content held in memory (same rules as :func:`read_gguf`)."""
     data = np.frombuffer(bytes(blob), dtype=np.uint8)
     header, metadata, tensors = _parse(data, data.size, name)
-    gf = GGUFFile(name, header, metadata, tensors, data, None)
-    if check_data:
-        gf.check_data()
-    return gf
+    return GGUFFile(name, header, metadata, tensors, data, None)
 

@@ -45,17 +45,19 @@ from typing import Any, ClassVar
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from ..errors import QFormatsError, fail
+from ..errors import fail
 from ..findings import Finding, finding
 
 __all__ = [
     "MAX_HEADER_SIZE", "DTYPES", "TensorInfo", "SafetensorsHeader", "read_header", "read_header_bytes",
-    "open_tensor", "numpy_dtype", "WARNING_CODES", "SCHEMA_MODELS",
+    "open_tensor", "numpy_dtype", "WARNING_CODES", "SCHEMA_MODELS", "JsonObject", "parse_json", "load_json",
 ]
 
 ST_SPEC_VERSION = "0.1"
 MAX_HEADER_SIZE = 100_000_000         # safetensors tensor.rs MAX_HEADER_SIZE
 _U64_LIMIT = 1 << 64                  # shape dims and offsets are Rust usize (64-bit)
+_INTP_LIMIT = 1 << 63                 # NumPy sizes are npy_intp (signed 64-bit)
+_NUMPY_MAX_DIMS = 64 if int(np.__version__.split(".")[0]) >= 2 else 32   # NPY_MAXDIMS
 _JSON_WS = " \t\n\r"                  # the four JSON whitespace characters (RFC 8259)
 _HEADER_KEYS = ("dtype", "shape", "data_offsets")
 
@@ -117,7 +119,9 @@ class SafetensorsHeader(BaseModel):
 SCHEMA_MODELS = (SafetensorsHeader, TensorInfo)
 
 
-class _Obj(list):
+# -- JSON in the serde_json subset (also used for index and config files, spec CKPT-3.1, CKPT-4.2) --
+
+class JsonObject(list):
     """A JSON object kept as its (key, value) pairs, so duplicate keys stay visible."""
 
 
@@ -132,20 +136,43 @@ def _finite_float(token: str) -> float:
     return value
 
 
-_DECODER = json.JSONDecoder(object_pairs_hook=_Obj, parse_constant=_no_constant, parse_float=_finite_float)
+def _unique_dict(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:  # Python's json would keep the last value silently
+            raise ValueError(f"duplicate key {key[:80]!r}")
+        out[key] = value
+    return out
 
 
-def _err(code: str, subject: str | None, constraint: str, actual: Any, file: str) -> QFormatsError:
-    return fail(code, subject, constraint, actual).with_file(file)
+_DECODERS = {
+    (dicts, allow_nan): json.JSONDecoder(object_pairs_hook=_unique_dict if dicts else JsonObject,
+                                         parse_float=_finite_float,
+                                         **({} if allow_nan else {"parse_constant": _no_constant}))
+    for dicts in (False, True) for allow_nan in (False, True)
+}
 
 
-def _path_error(exc: OSError, file: str) -> QFormatsError:
-    """An OS-level failure to read a path, as a could-not-run code (CKPT-1)."""
-    if exc.errno == errno.ELOOP:
-        return _err("ckpt.path.symlink_loop", None, "a path without a symbolic link loop", file, file)
-    if exc.errno in (errno.ENOENT, errno.ENOTDIR):
-        return _err("ckpt.path.missing", None, "an existing path", file, file)
-    return _err("ckpt.path.unreadable", None, "a readable path", f"{exc.strerror or exc}", file)
+def parse_json(text: str, start: int = 0, *, dicts: bool = False, allow_nan: bool = False) -> tuple[Any, int]:
+    """One JSON value of ``text`` from ``start``: ``(value, end)``; raises ValueError.
+
+    The subset serde_json accepts: no ``NaN``/``Infinity`` (unless ``allow_nan``, for files only
+    Python readers consume), no float that overflows a double. Objects come back as
+    :class:`JsonObject` pairs, or with ``dicts=True`` as dicts, a duplicate key being an error.
+    """
+    try:
+        return _DECODERS[dicts, allow_nan].raw_decode(text, start)
+    except RecursionError:
+        raise ValueError("JSON nested too deeply") from None
+
+
+def load_json(raw: bytes, *, dicts: bool = False, allow_nan: bool = False) -> Any:
+    """A whole document: strict UTF-8, one JSON value (:func:`parse_json`), JSON whitespace around it."""
+    text = raw.decode("utf-8", errors="strict")
+    value, end = parse_json(text, len(text) - len(text.lstrip(_JSON_WS)), dicts=dicts, allow_nan=allow_nan)
+    if text[end:].strip(_JSON_WS):
+        raise ValueError(f"extra data after the JSON value at character {end}")
+    return value
 
 
 def numpy_dtype(dtype: str) -> np.dtype:
@@ -158,36 +185,42 @@ def numpy_dtype(dtype: str) -> np.dtype:
 def _header_length(prefix: bytes, size: int, file: str) -> int:
     """ST-1.1..1.3: the 8-byte length, capped and bounded by the file size before any read."""
     if len(prefix) < 8:
-        raise _err("st.truncated", "header length", "8 bytes (u64 little-endian)", f"{len(prefix)} bytes", file)
+        raise fail("st.truncated", "header length", "8 bytes (u64 little-endian)", f"{len(prefix)} bytes", file=file)
     n = struct.unpack("<Q", prefix)[0]
     if n > MAX_HEADER_SIZE:
-        raise _err("st.header.too_large", "header length", f"at most {MAX_HEADER_SIZE} bytes", n, file)
+        raise fail("st.header.too_large", "header length", f"at most {MAX_HEADER_SIZE} bytes", n, file=file)
     if 8 + n > size:
-        raise _err("st.header.length", "header length",
-                   f"at most the {size - 8} bytes after the length prefix", f"{n}; the file may be truncated", file)
+        raise fail("st.header.length", "header length",
+                   f"at most the {size - 8} bytes after the length prefix", f"{n}; the file may be truncated",
+                   file=file)
     return n
 
 
-def _decode_json(raw: bytes, file: str, findings: list[Finding]) -> _Obj:
+def _shape_text(shape: list[int]) -> str:
+    """A shape for a message: long shapes are cut (a header may list thousands of dims)."""
+    return str(shape) if len(shape) <= 8 else f"[{', '.join(map(str, shape[:8]))}, ...] ({len(shape)} dims)"
+
+
+def _decode_json(raw: bytes, file: str, findings: list[Finding]) -> JsonObject:
     """ST-2.1..2.4: strict UTF-8, the serde_json subset, one object, whitespace around it only."""
     try:
         text = raw.decode("utf-8", errors="strict")
     except UnicodeDecodeError as exc:
-        raise _err("st.header.utf8", "header", "valid UTF-8",
-                   f"byte 0x{raw[exc.start]:02x} at header offset {exc.start}", file) from None
+        raise fail("st.header.utf8", "header", "valid UTF-8",
+                   f"byte 0x{raw[exc.start]:02x} at header offset {exc.start}", file=file) from None
     start = len(text) - len(text.lstrip(_JSON_WS))
     try:
-        top, end = _DECODER.raw_decode(text, start)
-    except (ValueError, RecursionError) as exc:
-        raise _err("st.header.json", "header", "JSON", str(exc)[:200], file) from None
+        top, end = parse_json(text, start)
+    except ValueError as exc:
+        raise fail("st.header.json", "header", "JSON", str(exc)[:200], file=file) from None
     rest = text[end:]
     if rest.strip(_JSON_WS):
         tail = rest.lstrip(_JSON_WS)
         what = f"{len(tail)} NUL bytes" if not tail.strip("\x00") else repr(tail[:20])
-        raise _err("st.header.json", "header", "one JSON object followed only by whitespace",
-                   f"{what} after the object at header offset {len(raw) - len(rest.encode())}", file)
-    if not isinstance(top, _Obj):
-        raise _err("st.header.not_object", "header", "a JSON object", type(top).__name__, file)
+        raise fail("st.header.json", "header", "one JSON object followed only by whitespace",
+                   f"{what} after the object at header offset {len(raw) - len(rest.encode())}", file=file)
+    if not isinstance(top, JsonObject):
+        raise fail("st.header.not_object", "header", "a JSON object", type(top).__name__, file=file)
     if start or rest.strip(" "):
         findings.append(finding("st.header.padding", "warning",
                                 f"header has {start} leading and {len(rest)} trailing whitespace bytes; "
@@ -199,7 +232,8 @@ def _check_text(value: str, subject: str, file: str) -> str:
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:  # a lone \\udXXX escape; serde_json rejects it
-        raise _err("st.header.json", subject, "a string without lone surrogate escapes", ascii(value)[:80], file) from None
+        raise fail("st.header.json", subject, "a string without lone surrogate escapes", ascii(value)[:80],
+                   file=file) from None
     return value
 
 
@@ -207,15 +241,15 @@ def _metadata(value: Any, file: str) -> dict[str, str] | None:
     """ST-2.6: ``__metadata__`` is null or a string-to-string map without duplicate keys."""
     if value is None:
         return None
-    if not isinstance(value, _Obj):
-        raise _err("st.metadata.invalid", "__metadata__", "an object of strings", type(value).__name__, file)
+    if not isinstance(value, JsonObject):
+        raise fail("st.metadata.invalid", "__metadata__", "an object of strings", type(value).__name__, file=file)
     out: dict[str, str] = {}
     for key, item in value:
         _check_text(key, "__metadata__", file)
         if key in out:
-            raise _err("st.metadata.invalid", f"__metadata__.{key}", "a key that occurs once", "duplicate", file)
+            raise fail("st.metadata.invalid", f"__metadata__.{key}", "a key that occurs once", "duplicate", file=file)
         if not isinstance(item, str):
-            raise _err("st.metadata.invalid", f"__metadata__.{key}", "a string", type(item).__name__, file)
+            raise fail("st.metadata.invalid", f"__metadata__.{key}", "a string", type(item).__name__, file=file)
         out[key] = _check_text(item, f"__metadata__.{key}", file)
     return out
 
@@ -227,38 +261,46 @@ def _u64_list(value: Any) -> bool:
 
 def _tensor_info(name: str, value: Any, file: str, findings: list[Finding]) -> TensorInfo:
     """ST-3: one entry ``{"dtype", "shape", "data_offsets"}`` checked field by field."""
-    if not isinstance(value, _Obj):
-        raise _err("st.tensor.invalid", name, "an object {dtype, shape, data_offsets}", type(value).__name__, file)
+    if not isinstance(value, JsonObject):
+        raise fail("st.tensor.invalid", name, "an object {dtype, shape, data_offsets}", type(value).__name__, file=file)
     fields: dict[str, Any] = {}
     for key, item in value:
         if key in fields:
-            raise _err("st.tensor.invalid", name, "each field once", f"duplicate field {key!r}", file)
+            raise fail("st.tensor.invalid", name, "each field once", f"duplicate field {key!r}", file=file)
         fields[key] = item
     missing = [k for k in _HEADER_KEYS if k not in fields]
     if missing:
-        raise _err("st.tensor.invalid", name, "an object {dtype, shape, data_offsets}", f"missing {missing}", file)
+        raise fail("st.tensor.invalid", name, "an object {dtype, shape, data_offsets}", f"missing {missing}", file=file)
     extra = sorted(set(fields) - set(_HEADER_KEYS))
     if extra:
         findings.append(finding("st.tensor.unknown_key", "warning",
                                 f"tensor entry has keys the format does not define: {extra}", tensor=name))
     dtype, shape, offsets = (fields[k] for k in _HEADER_KEYS)
     if not isinstance(dtype, str) or dtype not in DTYPES:
-        raise _err("st.dtype.unknown", name, "a safetensors dtype (" + ", ".join(DTYPES) + ")",
-                   ascii(dtype)[:60], file)
+        raise fail("st.dtype.unknown", name, "a safetensors dtype (" + ", ".join(DTYPES) + ")",
+                   ascii(dtype)[:60], file=file)
     if not _u64_list(shape):
-        raise _err("st.shape.invalid", name, "a list of integers in [0, 2^64)", ascii(shape)[:80], file)
+        raise fail("st.shape.invalid", name, "a list of integers in [0, 2^64)", ascii(shape)[:80], file=file)
     if not (_u64_list(offsets) and len(offsets) == 2):
-        raise _err("st.offsets.invalid", name, "[BEGIN, END], two integers in [0, 2^64)", ascii(offsets)[:80], file)
+        raise fail("st.offsets.invalid", name, "[BEGIN, END], two integers in [0, 2^64)", ascii(offsets)[:80],
+                   file=file)
     begin, end = offsets
     if end < begin:
-        raise _err("st.offsets.out_of_order", name, "BEGIN <= END", f"[{begin}, {end}]", file)
-    nbits = math.prod(shape) * DTYPES[dtype][0]
+        raise fail("st.offsets.out_of_order", name, "BEGIN <= END", f"[{begin}, {end}]", file=file)
+    count = 1
+    for j, dim in enumerate(shape):
+        count *= dim
+        if count >= _U64_LIMIT:  # checked in order, as the library's checked_mul: [2^63, 8, 0] overflows
+            raise fail("st.shape.invalid", name, "dimensions whose running product stays below 2^64",
+                       f"overflow at dimension {j} of {_shape_text(shape)}", file=file)
+    nbits = count * DTYPES[dtype][0]
     if nbits % 8:
-        raise _err("st.shape.partial_byte", name, f"a whole number of bytes ({dtype} is {DTYPES[dtype][0]} bits)",
-                   f"{nbits} bits for shape {list(shape)}", file)
+        raise fail("st.shape.partial_byte", name, f"a whole number of bytes ({dtype} is {DTYPES[dtype][0]} bits)",
+                   f"{nbits} bits for shape {_shape_text(shape)}", file=file)
     if end - begin != nbits // 8:
-        raise _err("st.offsets.size_mismatch", name, f"END - BEGIN = {nbits // 8} bytes ({dtype} {list(shape)})",
-                   f"{end - begin} bytes ([{begin}, {end}])", file)
+        raise fail("st.offsets.size_mismatch", name,
+                   f"END - BEGIN = {nbits // 8} bytes ({dtype} {_shape_text(shape)})",
+                   f"{end - begin} bytes ([{begin}, {end}])", file=file)
     return TensorInfo(dtype=dtype, shape=tuple(shape), data_offsets=(begin, end))
 
 
@@ -268,20 +310,20 @@ def _check_layout(tensors: dict[str, TensorInfo], n: int, size: int, file: str) 
     for name, info in sorted(tensors.items(), key=lambda kv: (kv[1].data_offsets, kv[0])):
         begin, end = info.data_offsets
         if begin < running:
-            raise _err("st.offsets.overlap", name, f"BEGIN >= {running}, the end of '{last}'",
-                       f"[{begin}, {end}]", file)
+            raise fail("st.offsets.overlap", name, f"BEGIN >= {running}, the end of '{last}'",
+                       f"[{begin}, {end}]", file=file)
         if begin > running:
             where = f"the end of '{last}'" if last is not None else "the start of the byte buffer"
-            raise _err("st.offsets.hole", name, f"BEGIN = {running}, {where} (no unreferenced bytes)",
-                       f"[{begin}, {end}], leaving {begin - running} bytes unreferenced", file)
+            raise fail("st.offsets.hole", name, f"BEGIN = {running}, {where} (no unreferenced bytes)",
+                       f"[{begin}, {end}], leaving {begin - running} bytes unreferenced", file=file)
         running, last = end, name
     expected = 8 + n + running
     if expected > size:
-        raise _err("st.truncated", last, f"within the file ({size} bytes)",
-                   f"data ending at file offset {expected}; {expected - size} bytes missing", file)
+        raise fail("st.truncated", last, f"within the file ({size} bytes)",
+                   f"data ending at file offset {expected}; {expected - size} bytes missing", file=file)
     if expected < size:
-        raise _err("st.file.size", "file size", f"{expected} bytes (8 + header {n} + buffer {running})",
-                   f"{size} bytes: {size - expected} trailing bytes no tensor references", file)
+        raise fail("st.file.size", "file size", f"{expected} bytes (8 + header {n} + buffer {running})",
+                   f"{size} bytes: {size - expected} trailing bytes no tensor references", file=file)
 
 
 def _parse(raw: bytes, n: int, size: int, file: str) -> SafetensorsHeader:
@@ -293,7 +335,7 @@ def _parse(raw: bytes, n: int, size: int, file: str) -> SafetensorsHeader:
     for key, value in top:
         _check_text(key, "header", file)
         if key in seen:
-            raise _err("st.name.duplicate", key, "a name that occurs once in the header", "duplicate", file)
+            raise fail("st.name.duplicate", key, "a name that occurs once in the header", "duplicate", file=file)
         seen.add(key)
         if key == "__metadata__":
             metadata = _metadata(value, file)
@@ -310,22 +352,20 @@ def read_header(path: str | os.PathLike[str]) -> SafetensorsHeader:
     """Validate a safetensors file's framing and header (ST-1..ST-4); reads O(header) bytes.
 
     Raises:
-        QFormatsError: ``st.*`` for a malformed file (a finding: the file is invalid);
-            ``ckpt.path.missing`` / ``ckpt.path.unreadable`` / ``ckpt.path.symlink_loop`` when
-            the path cannot be read at all (could not run). ``file`` names the path.
+        QFormatsError: ``st.*`` for a malformed file (a finding: the file is invalid); ``file``
+            names the path.
+        OSError: the path cannot be read at all, or is not a regular file (a FIFO would block);
+            :func:`qformats.containers.checkpoint.path_error` maps it to a could-not-run code.
     """
     file = os.fspath(path)
-    try:
-        st = os.stat(file)
-        if not stat.S_ISREG(st.st_mode):  # a FIFO or device would block or never end
-            raise _err("ckpt.path.unreadable", None, "a regular file", stat.filemode(st.st_mode), file)
-        with open(file, "rb") as fh:
-            n = _header_length(fh.read(8), st.st_size, file)
-            raw = fh.read(n)
-    except OSError as exc:
-        raise _path_error(exc, file) from None
+    st = os.stat(file)
+    if not stat.S_ISREG(st.st_mode):
+        raise OSError(errno.EINVAL, f"not a regular file ({stat.filemode(st.st_mode)})", file)
+    with open(file, "rb") as fh:
+        n = _header_length(fh.read(8), st.st_size, file)
+        raw = fh.read(n)
     if len(raw) != n:  # the file shrank between stat and read
-        raise _err("st.truncated", "header", f"{n} bytes", f"{len(raw)} bytes", file)
+        raise fail("st.truncated", "header", f"{n} bytes", f"{len(raw)} bytes", file=file)
     return _parse(raw, n, st.st_size, file)
 
 
@@ -340,24 +380,39 @@ def open_tensor(header: SafetensorsHeader, name: str) -> np.ndarray:
 
     BF16 comes back as ``uint16`` bits, F8 types as ``uint8``, sub-byte types as 1-D packed
     ``uint8`` bytes. Only this tensor's pages are mapped; the file is never written.
+
+    Raises:
+        QFormatsError: ``tensor.missing``; ``tensor.shape`` for a valid shape NumPy cannot hold
+            (ST-5.3); ``st.file.size`` when the file changed size since its header was read.
+        OSError: the file can no longer be read.
     """
     info = header.tensors.get(name)
     if info is None:
-        raise _err("tensor.missing", name, f"a tensor of this file ({len(header.tensors)} tensors)", "absent",
-                   header.path)
+        raise fail("tensor.missing", name, f"a tensor of this file ({len(header.tensors)} tensors)", "absent",
+                   file=header.path)
     dtype = numpy_dtype(info.dtype)
     out_shape = (info.nbytes,) if info.dtype in _SUB_BYTE else info.shape
-    try:
-        size = os.stat(header.path).st_size
-        if size != header.file_size:  # a shrunk file would fault (SIGBUS) inside the mapping
-            raise _err("st.file.size", "file size", f"{header.file_size} bytes, as when the header was read",
-                       f"{size} bytes", header.path)
-        if info.nbytes == 0:
-            arr = np.zeros(out_shape, dtype)
-            arr.flags.writeable = False
-            return arr
-        raw = np.memmap(header.path, dtype=np.uint8, mode="r", offset=header.data_start + info.data_offsets[0],
-                        shape=(info.nbytes,))
-    except OSError as exc:
-        raise _path_error(exc, header.path) from None
+    _check_numpy_shape(name, out_shape, dtype.itemsize, header.path)
+    size = os.stat(header.path).st_size
+    if size != header.file_size:  # a shrunk file would fault (SIGBUS) inside the mapping
+        raise fail("st.file.size", "file size", f"{header.file_size} bytes, as when the header was read",
+                   f"{size} bytes", file=header.path)
+    if info.nbytes == 0:
+        arr = np.zeros(out_shape, dtype)
+        arr.flags.writeable = False
+        return arr
+    raw = np.memmap(header.path, dtype=np.uint8, mode="r", offset=header.data_start + info.data_offsets[0],
+                    shape=(info.nbytes,))
     return raw.view(dtype).reshape(out_shape)
+
+
+def _check_numpy_shape(name: str, shape: tuple[int, ...], itemsize: int, file: str) -> None:
+    """ST-5.3: NumPy's own limits (NPY_MAXDIMS; non-zero dims times itemsize below 2^63, zeros or not)."""
+    constraint = f"a shape NumPy can hold (at most {_NUMPY_MAX_DIMS} dims, byte size of its non-zero dims < 2^63)"
+    if len(shape) > _NUMPY_MAX_DIMS:
+        raise fail("tensor.shape", name, constraint, f"{len(shape)} dims", clause="ST-5.3", file=file)
+    nbytes = itemsize
+    for dim in shape:
+        nbytes *= dim or 1
+        if nbytes >= _INTP_LIMIT:
+            raise fail("tensor.shape", name, constraint, _shape_text(list(shape)), clause="ST-5.3", file=file)

@@ -11,7 +11,6 @@ writes them under ``ROOT/containers/safetensors`` and their cases into ``ROOT/ma
 
 from __future__ import annotations
 
-import hashlib
 import json
 import struct
 import sys
@@ -19,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from qformats.fixtures import write_generated
+from qformats.fixtures import reference_case, write_generated
 
 Pairs = list[tuple[str, Any]]
 
@@ -186,19 +185,13 @@ def manifest_entries() -> list[dict]:
     """The manifest cases describing :func:`fixture_files`."""
     files = fixture_files()
     entries = []
-    for name, (fn, code, clause, warnings) in CASES.items():
+    for name, (_fn, code, clause, warnings) in CASES.items():
         prefix = fixture_path(name)
-        mine = sorted(p for p in files if p == prefix or p.startswith(prefix + "/"))
-        expect = ({"verdict": "valid", "codes": list(warnings)} if code is None
-                  else {"verdict": "invalid", "codes": [code]})
-        entries.append({
-            "id": f"safetensors/{name}", "format": "safetensors",
-            "kind": "container" if prefix.endswith(".safetensors") else "checkpoint",
-            "clauses": [clause], "features": ["container:safetensors"],
-            "files": [{"path": f"{FIXTURE_DIR}/{p}", "sha256": hashlib.sha256(files[p]).hexdigest()} for p in mine],
-            "provenance": {"source": "qformats-reference", "generator": GENERATOR, "version": "0.1.0"},
-            "expect": expect, "tolerance": "exact",
-        })
+        mine = {f"{FIXTURE_DIR}/{p}": blob for p, blob in files.items() if p == prefix or p.startswith(prefix + "/")}
+        entries.append(reference_case(
+            f"safetensors/{name}", "safetensors", "container" if prefix.endswith(".safetensors") else "checkpoint",
+            clauses=[clause], features=["container:safetensors"], files=mine, generator=GENERATOR,
+            codes=[code] if code else list(warnings), valid=code is None))
     return entries
 
 

@@ -290,12 +290,46 @@ def test_config_none_warns(tmp_path):
     pytest.param("config.json", b'{"quantization_config": [4]}', id="qconfig-not-object"),
     pytest.param("quantize_config.json", b"[1, 2]", id="not-object"),
     pytest.param("quant_config.json", b"\xff{}", id="not-utf8"),
+    pytest.param("quantize_config.json", b'{"bits": 4, "bits": 8}', id="duplicate-key"),
+    pytest.param("config.json", b'{"quantization_config": {"bits": 4, "sym": true, "bits": 8}}',
+                 id="nested-duplicate-key"),
 ])
 def test_malformed_config(tmp_path, name, text):
-    """CKPT-4.2: a config file that is not a JSON object (or holds a non-object config) is ckpt.config.json."""
+    """CKPT-4.2: a config file that is not a JSON object with each key once (or holds a non-object config)
+    is ckpt.config.json."""
     files = sb.sharded()
     files[name] = text
     raises(write_dir(tmp_path, files), "ckpt.config.json")
+
+
+def test_config_may_hold_python_json_constants(tmp_path):
+    """CKPT-4.2: NaN and Infinity, which Python's json writes and reads, are accepted in config files."""
+    files = sb.sharded()
+    files["config.json"] = b'{"model_type": "llama", "rope_theta": NaN, "max_value": -Infinity}'
+    with open_checkpoint(write_dir(tmp_path, files)) as ckpt:
+        assert ckpt.model_config["max_value"] == float("-inf")
+
+
+@pytest.mark.parametrize("text", [
+    pytest.param(b'{"metadata": {"total_size": NaN}, "weight_map": {}}', id="nan"),
+    pytest.param(b'{"weight_map": {"x.qweight": "%s"}} x' % sb.S1.encode(), id="trailing-data"),
+])
+def test_index_is_strict_json(tmp_path, text):
+    """CKPT-3.1: the index is JSON in the subset of ST-2.2 (what serde_json loaders read): no NaN, nothing after it."""
+    files = sb.sharded()
+    files["model.safetensors.index.json"] = text
+    raises(write_dir(tmp_path, files), "ckpt.index.json")
+
+
+def test_tensor_of_a_removed_file_is_a_path_error(tmp_path):
+    """CKPT-1.1: a weight file deleted after discovery is ckpt.path.missing when a tensor is read, not an OSError."""
+    path = tmp_path / "m.safetensors"
+    path.write_bytes(sb.base())
+    with open_checkpoint(path) as ckpt:
+        path.unlink()
+        with pytest.raises(QFormatsError) as exc:
+            ckpt.tensor("a")
+    assert (exc.value.code, exc.value.file) == ("ckpt.path.missing", str(path))
 
 
 # -- GGUF ------------------------------------------------------------------------------------

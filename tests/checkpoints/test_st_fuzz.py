@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as hs
 
 import st_builder as sb
-from qformats.containers.safetensors import read_header_bytes
+from qformats.containers.safetensors import DTYPES, open_tensor, read_header, read_header_bytes
 from qformats.errors import QFormatsError
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
@@ -68,3 +68,37 @@ def test_byte_flips_agree_with_library(seed, data):
     if code in ("st.name.duplicate", "st.metadata.invalid") and lib:
         return
     assert ok == lib, code
+
+
+_HUGE = hs.sampled_from([1 << 32, (1 << 63) - 1, 1 << 63, (1 << 64) - 1]) | hs.integers(0, (1 << 64) - 1)
+
+
+@hs.composite
+def _headers(draw) -> tuple[list[int], str, int]:
+    """(shape, dtype, END): shapes of any length (up to 300 dims), dims small or up to 2^64 - 1, maybe a 0."""
+    dim = _HUGE if draw(hs.booleans()) else hs.integers(1, 3)
+    n = draw(hs.integers(0, 4) | hs.integers(0, 300))
+    shape = draw(hs.lists(dim, min_size=n, max_size=n))
+    if draw(hs.booleans()):
+        shape.insert(draw(hs.integers(0, len(shape))), 0)
+    return shape, draw(hs.sampled_from(sorted(DTYPES))), draw(hs.just(0) | hs.integers(0, 24))
+
+
+@settings(deadline=None, max_examples=200, suppress_health_check=[HealthCheck.too_slow])
+@given(header=_headers())
+def test_generated_shapes_agree_with_library_and_open(tmp_path_factory, header):
+    """ST-3.4, ST-5.3: any shape is accepted iff the library accepts it, and an accepted tensor opens as an
+    array or raises QFormatsError (never a NumPy or formatting exception)."""
+    shape, dtype, end = header
+    blob = sb.base([("t", {"dtype": dtype, "shape": shape, "data_offsets": [0, end]})], bytes(end))
+    ok, code = _verdict(blob)
+    assert ok == _library(blob), code
+    if ok:
+        path = tmp_path_factory.getbasetemp() / "generated.safetensors"
+        path.write_bytes(blob)
+        try:
+            arr = open_tensor(read_header(path), "t")
+        except QFormatsError as exc:
+            assert (exc.code, exc.clause) == ("tensor.shape", "ST-5.3")
+        else:
+            assert arr.nbytes == end

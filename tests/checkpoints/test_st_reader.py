@@ -8,6 +8,7 @@ import tracemalloc
 
 import numpy as np
 import pytest
+import safetensors
 
 import st_builder as sb
 from qformats.containers.safetensors import (
@@ -84,11 +85,93 @@ def test_empty_tensor_reads_as_empty_array(st_file):
     assert (e.shape, e.dtype, e.flags.writeable) == ((0, 3), np.dtype("<f4"), False)
 
 
-def test_every_dtype_has_a_numpy_view():
-    """ST-3.3: each of the 22 safetensors 0.8.0 dtypes maps to a NumPy dtype of its byte width (sub-byte: u1)."""
-    assert len(DTYPES) == 22
-    for name, (bits, _) in DTYPES.items():
-        assert numpy_dtype(name).itemsize == max(bits, 8) // 8, name
+def _one_tensor(dtype: str, shape: list[int], nbytes: int) -> bytes:
+    return sb.base([("t", {"dtype": dtype, "shape": shape, "data_offsets": [0, nbytes]})], bytes(nbytes))
+
+
+def _library_accepts(blob: bytes) -> bool:
+    try:
+        safetensors.deserialize(blob)
+    except Exception:  # noqa: BLE001 - any library exception is a rejection
+        return False
+    return True
+
+
+@pytest.mark.parametrize("dtype", sorted(DTYPES))
+def test_dtype_byte_size_agrees_with_library(dtype, st_file):
+    """ST-3.3, ST-3.7: for each of the 22 dtypes, [8] elements take the one byte size the library accepts;
+    one byte more or less is rejected by both; the NumPy view covers exactly those bytes."""
+    sizes = [k for k in range(0, 66) if _library_accepts(_one_tensor(dtype, [8], k))]
+    assert len(sizes) == 1, sizes
+    (size,) = sizes
+    for wrong in (size - 1, size + 1):
+        with pytest.raises(QFormatsError) as exc:
+            read_header_bytes(_one_tensor(dtype, [8], wrong))
+        assert exc.value.code == "st.offsets.size_mismatch"
+    arr = open_tensor(read_header(st_file(_one_tensor(dtype, [8], size))), "t")
+    assert arr.nbytes == size and arr.dtype == numpy_dtype(dtype)
+
+
+@pytest.mark.parametrize("shape", [
+    pytest.param([(1 << 64) - 1] * 230, id="230-dims-of-2^64-1"),
+    pytest.param([2] * 5000, id="5000-dims-of-2"),
+    pytest.param([1 << 63, 8, 0], id="2^63-8-0"),
+    pytest.param([1 << 32, 1 << 32, 0], id="2^32-2^32-0"),
+])
+def test_shape_product_overflow_is_invalid_like_the_library(shape):
+    """ST-3.4: "the running product of the dimensions, taken in order, MUST stay below 2^64" -- even when
+    a later 0 makes it empty; the message stays short."""
+    blob = _one_tensor("U8", shape, 0)
+    assert not _library_accepts(blob)
+    with pytest.raises(QFormatsError) as exc:
+        read_header_bytes(blob)
+    assert (exc.value.code, exc.value.clause) == ("st.shape.invalid", "ST-3.4")
+    assert len(exc.value.message) < 400
+
+
+@pytest.mark.parametrize("shape", [
+    pytest.param([0, 1 << 63], id="0-then-2^63"),
+    pytest.param([(1 << 64) - 1, 0], id="2^64-1-then-0"),
+])
+def test_running_product_below_2p64_is_valid(shape):
+    """ST-3.4: a 0 before the large dimension keeps the running product at 0: valid, as in the library."""
+    blob = _one_tensor("U8", shape, 0)
+    assert _library_accepts(blob)
+    assert read_header_bytes(blob).tensors["t"].shape == tuple(shape)
+
+
+@pytest.mark.parametrize(("shape", "actual"), [
+    pytest.param([1 << 63, 0], "[9223372036854775808, 0]", id="2^63-0"),
+    pytest.param([0, 1 << 62, 2], "[0, 4611686018427387904, 2]", id="nonzero-bytes-2^63"),
+    pytest.param([0] * 65, "65 dims", id="65-dims"),
+    pytest.param([1] * 65, "65 dims", id="65-dims-nonempty"),
+])
+def test_valid_shape_numpy_cannot_hold_is_a_coded_error(shape, actual, st_file):
+    """ST-5.3: a shape the library accepts but NumPy cannot hold is tensor.shape from open_tensor, not a
+    NumPy ValueError."""
+    nbytes = 1 if 1 in shape else 0
+    blob = _one_tensor("U8", shape, nbytes)
+    assert _library_accepts(blob)
+    header = read_header(st_file(blob))
+    with pytest.raises(QFormatsError) as exc:
+        open_tensor(header, "t")
+    assert (exc.value.code, exc.value.clause, exc.value.tensor) == ("tensor.shape", "ST-5.3", "t")
+    assert exc.value.actual == actual
+
+
+def test_largest_empty_shape_numpy_holds(st_file):
+    """ST-5.3: the byte size counts non-zero dimensions only, so [0, 2^62 - 1] F16 (2^63 - 2 bytes) opens."""
+    header = read_header(st_file(_one_tensor("F16", [0, (1 << 62) - 1], 0)))
+    assert open_tensor(header, "t").shape == (0, (1 << 62) - 1)
+
+
+def test_unreadable_paths_are_oserrors(tmp_path):
+    """CKPT-1: the reader raises OSError for a path it cannot read (a FIFO, unopened); discovery maps it."""
+    with pytest.raises(FileNotFoundError):
+        read_header(tmp_path / "absent.safetensors")
+    os.mkfifo(tmp_path / "f.safetensors")
+    with pytest.raises(OSError, match="not a regular file"):
+        read_header(tmp_path / "f.safetensors")
 
 
 def test_unknown_tensor_name(st_file):

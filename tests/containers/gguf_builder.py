@@ -3,18 +3,19 @@
 Independent of the reader under test: every field is written with ``struct`` straight from the
 layout in spec/containers.md §GGUF-1..5, so a malformed file is exactly the one-field change it
 claims to be. ``CASES`` maps each fixture name to (builder, expected code or None for valid, clause);
-``python tests/containers/gguf_builder.py OUT_DIR`` writes them all as ``OUT_DIR/<name>.gguf``.
+``python tests/containers/gguf_builder.py ROOT`` writes them under ``ROOT/containers/gguf`` and their
+cases into ``ROOT/manifest.json``. The ``q4k_*`` payload cases are valid containers whose q4_K blocks
+are invalid: the reader accepts them and the format layer (Q4K-5.4) reports them.
 """
 
 from __future__ import annotations
 
-import hashlib
 import struct
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from qformats.fixtures import write_generated
+from qformats.fixtures import reference_case, write_generated
 
 # GGUF value types (spec/containers.md GGUF-2.5)
 U8, I8, U16, I16, U32, I32, F32, BOOL, STRING, ARRAY, U64, I64, F64 = range(13)
@@ -254,9 +255,9 @@ CASES: dict[str, tuple[CaseFn, str | None, str]] = {
     "cut_in_padding": (lambda: _base(kvs=[kv_str("general.architecture", "x")])[:-(64 + 288) - 1],
                        "gguf.truncated", "GGUF-5.1"),
     "trailing_bytes": (lambda: valid_v3() + bytes(32), "gguf.data.trailing", "GGUF-5.3"),
-    # [25] q4_K payload
-    "q4k_d_inf": (lambda: _base(data=base_data(d=0x7C00)), "q4k.d.nonfinite", "GGUF-5.4"),
-    "q4k_dmin_nan": (lambda: _base(data=base_data(dmin=0x7E00)), "q4k.d.nonfinite", "GGUF-5.4"),
+    # [25] q4_K payload: structurally valid, invalid blocks (found by the q4_K layer, not the reader)
+    "q4k_d_inf": (lambda: _base(data=base_data(d=0x7C00)), "q4k.d.nonfinite", "Q4K-5.4"),
+    "q4k_dmin_nan": (lambda: _base(data=base_data(dmin=0x7E00)), "q4k.d.nonfinite", "Q4K-5.4"),
 }
 
 
@@ -271,19 +272,11 @@ def fixture_files() -> dict[str, bytes]:
 
 def manifest_entries() -> list[dict]:
     """The manifest cases describing :func:`fixture_files`."""
-    entries = []
-    for name, (fn, code, clause) in CASES.items():
-        blob = fn()
-        expect = {"verdict": "valid", "codes": []} if code is None else {"verdict": "invalid", "codes": [code]}
-        features = ["container:gguf"] + (["q4_k"] if name.startswith("q4k") else [])
-        entries.append({
-            "id": f"gguf/{name}", "format": "gguf", "kind": "container", "clauses": [clause],
-            "features": features,
-            "files": [{"path": f"{FIXTURE_DIR}/{name}.gguf", "sha256": hashlib.sha256(blob).hexdigest()}],
-            "provenance": {"source": "qformats-reference", "generator": GENERATOR, "version": "0.1.0"},
-            "expect": expect, "tolerance": "exact",
-        })
-    return entries
+    return [reference_case(f"gguf/{name}", "gguf", "container", clauses=[clause],
+                           features=["container:gguf"] + (["q4_k"] if name.startswith("q4k") else []),
+                           files={f"{FIXTURE_DIR}/{name}.gguf": fn()}, generator=GENERATOR,
+                           codes=[code] if code else [], valid=code is None)
+            for name, (fn, code, clause) in CASES.items()]
 
 
 def main(argv: list[str]) -> int:

@@ -8,11 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from gguf import GGMLQuantizationType, GGUFReader, GGUFValueType, GGUFWriter
 
-gguf = pytest.importorskip("gguf")
-from gguf import GGMLQuantizationType, GGUFReader, GGUFValueType, GGUFWriter  # noqa: E402
-
-from qformats.containers.gguf import read_gguf  # noqa: E402
+from qformats.containers.gguf import read_gguf
 
 
 def _q4k_blocks(rows: int, blocks_per_row: int, seed: int) -> np.ndarray:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import struct
-import time
 
 from hypothesis import HealthCheck, given, settings, strategies as st
 
@@ -17,16 +16,14 @@ INTERESTING_U64 = [0, 1, 63, 64, 255, 256, (1 << 30) + 1, 1 << 32, (1 << 63) - 1
 
 
 def _outcome(blob: bytes) -> str:
-    t0 = time.perf_counter()
     try:
         f = read_gguf_bytes(blob, name="fuzz")
         for t in f.tensors:
             f.tensor_bytes(t.name)
         result = "ok"
     except QFormatsError as exc:
-        assert exc.code.startswith(("gguf.", "q4k.")) and exc.file == "fuzz"
+        assert exc.code.startswith("gguf.") and exc.file == "fuzz"  # GGUF-6.1: container codes only
         result = exc.code
-    assert time.perf_counter() - t0 < 2.0
     return result
 
 

@@ -5,7 +5,7 @@ import pytest
 
 from qformats.errors import QFormatsError
 from qformats.formats import q4_k
-from qformats.formats.q4_k.layout import blocks_per_row
+from qformats.formats.q4_k.layout import blocks_per_row, row_bytes
 
 
 def _zero_blocks(rows=2, nb=3):
@@ -142,12 +142,19 @@ def test_quantize_does_not_write_to_input():
     q4_k.quantize(x, importance=np.ones(512, np.float32))
 
 
-@pytest.mark.parametrize("n", [True, 256.0, -256, 384])
+@pytest.mark.parametrize("n", [True, 256.0, -256, 384, np.float64(512)])
 def test_blocks_per_row_rejects_non_multiples(n):
     """Q4K-5.3: n must be a positive integer multiple of 256."""
     with pytest.raises(QFormatsError) as exc:
         blocks_per_row(n)
     assert exc.value.code == "q4k.n.not_multiple_of_256"
+
+
+@pytest.mark.parametrize("n", [np.int64(512), np.uint32(512), np.int16(512)], ids=lambda n: type(n).__name__)
+def test_numpy_integer_row_length_is_an_integer(n):
+    """Q4K-5.3: "n a positive multiple of 256" -- any integer type counts, such as a dimension read from a shape."""
+    assert (blocks_per_row(n), row_bytes(n)) == (2, 288)
+    q4_k.check_blocks(_zero_blocks(1, 2), n=n)
 
 
 def test_big_endian_and_strided_float32_input_encode_like_native():

@@ -2,17 +2,16 @@
 
 import warnings
 
+import gguf
 import numpy as np
 import pytest
+from gguf.quants import dequantize as gguf_dequantize
 from hypothesis import given, settings, strategies as st
 from hypothesis.extra import numpy as hnp
 
 from qformats.formats import q4_k
 from qformats.formats.q4_k import codec
 from q4k_golden import bits, load
-
-gguf = pytest.importorskip("gguf")
-from gguf.quants import dequantize as gguf_dequantize  # noqa: E402
 
 Q4_K = gguf.GGMLQuantizationType.Q4_K
 

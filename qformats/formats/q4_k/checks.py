@@ -12,34 +12,23 @@ from typing import Any
 import numpy as np
 
 from ...errors import fail
+from ...numerics import first_nonfinite
 from ...tensors import as_array
-from .layout import BLOCK_BYTES, DMIN_OFFSET, D_OFFSET, QK_K, row_bytes
+from .layout import BLOCK_BYTES, D_OFFSET, QK_K, SCALES_OFFSET, row_bytes
 
 __all__ = ["check_blocks", "check_input", "check_importance", "first_nonfinite_scale"]
-
-
-
-def _fp16_label(bits: int) -> str:
-    if bits & 0x03FF:
-        return "NaN"
-    return "-inf" if bits & 0x8000 else "inf"
 
 
 def first_nonfinite_scale(blocks: np.ndarray) -> tuple[str, int, int, str] | None:
     """(field, row, block-in-row, value) of the first block whose d or dmin is inf/NaN."""
     rows, nbytes = blocks.shape
-    nb = nbytes // BLOCK_BYTES
-    blk = blocks.reshape(rows, nb, BLOCK_BYTES)
-    # little-endian fp16: the whole exponent field lives in the high byte (bits 6:2)
-    bad_d = (blk[:, :, D_OFFSET + 1] & 0x7C) == 0x7C
-    bad_dmin = (blk[:, :, DMIN_OFFSET + 1] & 0x7C) == 0x7C
-    bad = bad_d | bad_dmin
-    if not bad.any():
+    blk = blocks.reshape(rows, nbytes // BLOCK_BYTES, BLOCK_BYTES)
+    dm = np.ascontiguousarray(blk[:, :, D_OFFSET:SCALES_OFFSET]).view("<f2")   # (rows, nb, 2): d, dmin
+    bad = first_nonfinite(dm)
+    if bad is None:
         return None
-    r, b = divmod(int(np.flatnonzero(bad)[0]), nb)
-    field, off = ("d", D_OFFSET) if bad_d[r, b] else ("dmin", DMIN_OFFSET)
-    bits = int(blk[r, b, off]) | int(blk[r, b, off + 1]) << 8
-    return field, r, b, _fp16_label(bits)
+    label, (r, b, k) = bad
+    return ("d", "dmin")[k], r, b, label
 
 
 def check_blocks(blocks: Any, *, tensor: str = "blocks", n: int | None = None, finite: bool = True) -> None:

@@ -21,7 +21,7 @@ from ...tensors import as_array
 from .checks import check_blocks, check_input
 from .layout import BLOCK_BYTES, N_SUB_BLOCKS, QK_K, QS_OFFSET, SCALES_OFFSET, SUB_BLOCK
 
-__all__ = ["dequantize", "quantize", "unpack_scales", "pack_scales", "unpack_codes", "pack_codes"]
+__all__ = ["dequantize", "quantize", "unpack_scales", "pack_scales", "unpack_codes", "pack_codes", "encode_chunks"]
 
 F32 = np.float32
 _CHUNK_BLOCKS = 512  # super-blocks per encoder pass: keeps the (32, 4096) work arrays in cache (~1.6x faster)
@@ -220,6 +220,20 @@ def finish_blocks(x, L, ls, lm, d, dmin) -> np.ndarray:
     return out
 
 
+def encode_chunks(n_blocks: int, encode) -> np.ndarray:
+    """``(n_blocks, 144)`` blocks from ``encode(part)`` run on cache-sized slices of super-blocks.
+
+    Runs of _CHUNK_BLOCKS keep the (32, S) work arrays in cache; it is not a per-block loop.
+    0/0, inf-inf etc. are part of the C encoders' behaviour, so float warnings are silenced.
+    """
+    out = np.empty((n_blocks, BLOCK_BYTES), np.uint8)
+    with np.errstate(all="ignore"):
+        for start in range(0, n_blocks, _CHUNK_BLOCKS):
+            part = slice(start, min(start + _CHUNK_BLOCKS, n_blocks))
+            out[part] = encode(part)
+    return out
+
+
 def sub_block_columns(xb: np.ndarray) -> np.ndarray:
     """(B, 256) super-blocks -> (32, B*8) with one sub-block per column."""
     return np.ascontiguousarray(xb.reshape(-1, SUB_BLOCK).T)
@@ -274,8 +288,5 @@ def quantize(x, importance=None) -> np.ndarray:
 
         return quantize_importance(arr, importance)
     xb = arr.reshape(-1, QK_K)
-    out = np.empty((xb.shape[0], BLOCK_BYTES), np.uint8)
-    with np.errstate(all="ignore"):  # 0/0, inf-inf etc. are part of the reference's behaviour
-        for start in range(0, xb.shape[0], _CHUNK_BLOCKS):
-            out[start:start + _CHUNK_BLOCKS] = _quantize_ref_chunk(xb[start:start + _CHUNK_BLOCKS])
+    out = encode_chunks(xb.shape[0], lambda part: _quantize_ref_chunk(xb[part]))
     return out.reshape(rows, n // QK_K * BLOCK_BYTES)

@@ -13,13 +13,12 @@ import numpy as np
 
 from ...numerics import nearest_int
 from .checks import check_importance
-from .codec import F32, affine_search, finish_blocks, seq_sum, sub_block_columns
+from .codec import F32, affine_search, encode_chunks, finish_blocks, seq_sum, sub_block_columns
 from .layout import BLOCK_BYTES, N_SUB_BLOCKS, QK_K
 
 __all__ = ["quantize_importance", "make_qp_quants"]
 
 GROUP_MAX_EPS = F32(1e-15)  # ggml-quants.c `#define GROUP_MAX_EPS 1e-15f`
-_CHUNK_BLOCKS = 512  # as in codec.py: cache-sized passes, not a per-block loop
 
 
 def make_qp_quants(x: np.ndarray, qw: np.ndarray, nmax: int = 63) -> tuple[np.ndarray, np.ndarray]:
@@ -104,10 +103,7 @@ def quantize_importance(x: np.ndarray, importance) -> np.ndarray:
     qw_row = check_importance(importance, n).reshape(-1, QK_K)          # (nb, 256)
     nb = qw_row.shape[0]
     xb = x.reshape(-1, QK_K)
-    out = np.empty((xb.shape[0], BLOCK_BYTES), np.uint8)
-    with np.errstate(all="ignore"):
-        for start in range(0, xb.shape[0], _CHUNK_BLOCKS):
-            stop = min(start + _CHUNK_BLOCKS, xb.shape[0])
-            qwb = qw_row[np.arange(start, stop) % nb]                   # same vector for every row
-            out[start:stop] = _impl_chunk(xb[start:stop], qwb)
+    # super-block i of the flattened rows is block i % nb of its row: same importance in every row
+    out = encode_chunks(xb.shape[0],
+                        lambda part: _impl_chunk(xb[part], qw_row[np.arange(part.start, part.stop) % nb]))
     return out.reshape(rows, nb * BLOCK_BYTES)

@@ -16,10 +16,12 @@ a block. Geometry is written as field arithmetic so that it reads like the C str
 
 from __future__ import annotations
 
+import operator
 from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ...containers.ggml_types import GGML_TYPES, QK_K
 from ...errors import fail
 from ...tensors import TensorSpec
 
@@ -40,11 +42,13 @@ __all__ = [
     "row_bytes",
 ]
 
-QK_K = 256                      # weights per super-block (ggml-common.h)
+# The type id, QK_K and the 144-byte block size are the ggml type table's (containers/ggml_types.py).
+_GGML_Q4_K = next(t for t in GGML_TYPES.values() if t.name == "Q4_K")
+GGML_TYPE_Q4_K = _GGML_Q4_K.type_id   # enum ggml_type, also the GGUF tensor type id
+BLOCK_BYTES = _GGML_Q4_K.type_size    # = 144, static_assert in ggml-common.h
 K_SCALE_SIZE = 12               # bytes of packed 6-bit scales and mins (ggml-common.h)
 SUB_BLOCK = 32                  # weights per sub-block (one 6-bit scale and one 6-bit min)
 N_SUB_BLOCKS = QK_K // SUB_BLOCK
-BLOCK_BYTES = 2 + 2 + K_SCALE_SIZE + QK_K // 2   # = 144, static_assert in ggml-common.h
 
 D_OFFSET = 0
 DMIN_OFFSET = D_OFFSET + 2
@@ -52,14 +56,19 @@ SCALES_OFFSET = DMIN_OFFSET + 2
 QS_OFFSET = SCALES_OFFSET + K_SCALE_SIZE
 assert QS_OFFSET + QK_K // 2 == BLOCK_BYTES  # noqa: S101 - import-time geometry invariant, not validation
 
-GGML_TYPE_Q4_K = 12             # enum ggml_type, also the GGUF tensor type id
-
 
 def blocks_per_row(n: int, *, tensor: str = "n") -> int:
-    """Blocks in a row of ``n`` weights; ``n`` must be a positive multiple of 256 (Q4K-1.3)."""
-    if isinstance(n, bool) or not isinstance(n, int) or n <= 0 or n % QK_K:
+    """Blocks in a row of ``n`` weights; ``n`` must be a positive multiple of 256 (Q4K-1.3).
+
+    Any integer type is accepted (``np.int64`` from a shape included); ``bool`` is not a length.
+    """
+    try:
+        value = None if isinstance(n, bool) else operator.index(n)
+    except TypeError:
+        value = None
+    if value is None or value <= 0 or value % QK_K:
         raise fail("q4k.n.not_multiple_of_256", tensor, f"a positive multiple of {QK_K}", n)
-    return n // QK_K
+    return value // QK_K
 
 
 def row_bytes(n: int, *, tensor: str = "n") -> int:
@@ -77,17 +86,9 @@ class Q4KTensor(BaseModel):
     rows: int = Field(ge=0, description="number of rows (out_features; GGUF ne[1])")
     n: int = Field(gt=0, multiple_of=QK_K, description="weights per row (in_features; GGUF ne[0])")
 
-    @property
-    def blocks_per_row(self) -> int:
-        return self.n // QK_K
-
-    @property
-    def row_bytes(self) -> int:
-        return self.blocks_per_row * BLOCK_BYTES
-
     def tensor_specs(self, name: str = "blocks") -> tuple[TensorSpec, ...]:
         """The one on-disk tensor: uint8 ``(rows, n // 256 * 144)``."""
-        return (TensorSpec(name=name, dtype="uint8", shape=(self.rows, self.row_bytes)),)
+        return (TensorSpec(name=name, dtype="uint8", shape=(self.rows, row_bytes(self.n))),)
 
 
 SCHEMA_MODELS = (Q4KTensor,)
