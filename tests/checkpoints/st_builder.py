@@ -195,6 +195,17 @@ def manifest_entries() -> list[dict]:
     return entries
 
 
+def library_accepts(blob: bytes) -> bool:
+    """Whether the safetensors library itself loads ``blob`` (the independent verdict)."""
+    import safetensors
+
+    try:
+        safetensors.deserialize(blob)
+    except Exception:  # noqa: BLE001 - any library exception is a rejection
+        return False
+    return True
+
+
 def main(argv: list[str]) -> int:
     """Write every fixture under ``ROOT/{FIXTURE_DIR}`` and its cases into ``ROOT/manifest.json``."""
     root = Path(argv[1] if len(argv) > 1 else "fixtures")

@@ -8,7 +8,6 @@ import tracemalloc
 
 import numpy as np
 import pytest
-import safetensors
 
 import st_builder as sb
 from qformats.containers.safetensors import (
@@ -89,19 +88,11 @@ def _one_tensor(dtype: str, shape: list[int], nbytes: int) -> bytes:
     return sb.base([("t", {"dtype": dtype, "shape": shape, "data_offsets": [0, nbytes]})], bytes(nbytes))
 
 
-def _library_accepts(blob: bytes) -> bool:
-    try:
-        safetensors.deserialize(blob)
-    except Exception:  # noqa: BLE001 - any library exception is a rejection
-        return False
-    return True
-
-
 @pytest.mark.parametrize("dtype", sorted(DTYPES))
 def test_dtype_byte_size_agrees_with_library(dtype, st_file):
     """ST-3.3, ST-3.7: for each of the 22 dtypes, [8] elements take the one byte size the library accepts;
     one byte more or less is rejected by both; the NumPy view covers exactly those bytes."""
-    sizes = [k for k in range(0, 66) if _library_accepts(_one_tensor(dtype, [8], k))]
+    sizes = [k for k in range(0, 66) if sb.library_accepts(_one_tensor(dtype, [8], k))]
     assert len(sizes) == 1, sizes
     (size,) = sizes
     for wrong in (size - 1, size + 1):
@@ -122,7 +113,7 @@ def test_shape_product_overflow_is_invalid_like_the_library(shape):
     """ST-3.4: "the running product of the dimensions, taken in order, MUST stay below 2^64" -- even when
     a later 0 makes it empty; the message stays short."""
     blob = _one_tensor("U8", shape, 0)
-    assert not _library_accepts(blob)
+    assert not sb.library_accepts(blob)
     with pytest.raises(QFormatsError) as exc:
         read_header_bytes(blob)
     assert (exc.value.code, exc.value.clause) == ("st.shape.invalid", "ST-3.4")
@@ -136,7 +127,7 @@ def test_shape_product_overflow_is_invalid_like_the_library(shape):
 def test_running_product_below_2p64_is_valid(shape):
     """ST-3.4: a 0 before the large dimension keeps the running product at 0: valid, as in the library."""
     blob = _one_tensor("U8", shape, 0)
-    assert _library_accepts(blob)
+    assert sb.library_accepts(blob)
     assert read_header_bytes(blob).tensors["t"].shape == tuple(shape)
 
 
@@ -151,7 +142,7 @@ def test_valid_shape_numpy_cannot_hold_is_a_coded_error(shape, actual, st_file):
     NumPy ValueError."""
     nbytes = 1 if 1 in shape else 0
     blob = _one_tensor("U8", shape, nbytes)
-    assert _library_accepts(blob)
+    assert sb.library_accepts(blob)
     header = read_header(st_file(blob))
     with pytest.raises(QFormatsError) as exc:
         open_tensor(header, "t")
