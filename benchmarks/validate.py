@@ -74,7 +74,7 @@ print(next(l.split()[1] for l in open('/proc/self/status') if l.startswith('VmHW
 VALIDATE = """
 import sys
 from qformats.validate import validate
-r = validate(sys.argv[1], deep=True, jobs=int(sys.argv[2]))
+r = validate(sys.argv[1], deep=True, jobs=None if sys.argv[2] == 'default' else int(sys.argv[2]))
 assert r.verdict == 'valid', r.summary
 print(r.summary['layers'], next(l.split()[1] for l in open('/proc/self/status') if l.startswith('VmHWM')))
 """
@@ -96,7 +96,7 @@ def timed_child(code: str, *args: str) -> tuple[float, float, str]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--layers", type=int, default=32)
-    parser.add_argument("--jobs", type=int, default=1)
+    parser.add_argument("--jobs", default="default", help="processes (default: validate's own, one per CPU)")
     parser.add_argument("--keep", type=Path, help="write the checkpoint here and keep it")
     args = parser.parse_args()
     root = args.keep or Path(tempfile.mkdtemp(prefix="qformats-bench-"))

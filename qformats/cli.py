@@ -101,7 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
     val.add_argument("--strict", action="store_true", help="warnings make the verdict exit 1")
     val.add_argument("--deep", action="store_true", help="decode every layer and check the weights are finite")
     val.add_argument("--format", default="auto", choices=FORMATS)
-    val.add_argument("--jobs", type=int, default=1, help="validate the shards of a sharded checkpoint in N processes")
+    val.add_argument("--jobs", type=int, default=None, help="validate in N processes (default: one per CPU with --deep, else 1)")
     val.add_argument("-v", "--verbose", action="store_true", help="list info findings and more examples")
     val.set_defaults(run=_cmd_validate)
     ins = sub.add_parser("inspect", help="per-layer table: format, bits, group size, bits/weight, statistics, evidence")

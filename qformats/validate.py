@@ -12,6 +12,7 @@ every other problem, a malformed file included, is a finding and makes the verdi
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -22,12 +23,12 @@ from pydantic import BaseModel, ConfigDict
 from .containers.checkpoint import COULD_NOT_RUN_CODES, Checkpoint, open_checkpoint
 from .errors import QFormatsError, fail
 from .findings import Finding, finding, from_error
-from .formats import gptq, q4_k, spqr
+from .formats import q4_k, spqr
 from .formats.gptq.audit import layer_findings
 from .formats.gptq.layout import BITS, module_params
 from .formats.gptq.layout import parse_config as parse_gptq_config
 from .formats.spqr import checks as spqr_checks
-from .numerics import first_nonfinite
+from .stats import Moments
 
 __all__ = ["Report", "validate", "group_layers", "load_layer", "LayerGroup", "FORMATS", "COULD_NOT_RUN"]
 
@@ -94,15 +95,18 @@ def group_layers(names: list[str]) -> tuple[list[LayerGroup], list[str]]:
 
 
 def validate(path: str, *, deep: bool = False, fmt: str = "auto", progress: Progress | None = None,
-             jobs: int = 1) -> Report:
+             jobs: int | None = None) -> Report:
     """Validate a checkpoint; raises only for could-not-run problems (codes in :data:`COULD_NOT_RUN`).
 
-    ``jobs > 1`` validates the shards of a sharded checkpoint in that many processes.
+    ``jobs > 1`` splits the layers into that many processes (safetensors checkpoints); the default
+    is one process per CPU with ``deep``, where decoding dominates, and one process without.
     """
     if fmt not in FORMATS:
         raise fail("argument.invalid", "format", "one of " + ", ".join(FORMATS), fmt)
-    if jobs < 1:
-        raise fail("argument.invalid", "jobs", "at least 1", jobs)
+    if jobs is None:
+        jobs = _cpus() if deep else 1
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+        raise fail("argument.invalid", "jobs", "an integer of at least 1", jobs)
     try:
         ckpt = open_checkpoint(path)
     except QFormatsError as err:
@@ -120,7 +124,7 @@ def validate(path: str, *, deep: bool = False, fmt: str = "auto", progress: Prog
         layers, foreign = group_layers(ckpt.tensor_names())
         layers = [layer for layer in layers if fmt in ("auto", layer.format)]
         findings = list(ckpt.findings) + _foreign_findings(foreign)
-        if jobs > 1 and len(ckpt.files) > 1:
+        if jobs > 1 and len(layers) > 1:
             rows, more = _run_parallel(ckpt, layers, deep, jobs)
         else:
             rows, more = _run_layers(ckpt, layers, deep, progress)
@@ -130,6 +134,12 @@ def validate(path: str, *, deep: bool = False, fmt: str = "auto", progress: Prog
                                     f"quantized layer among {len(ckpt.tensor_names())} tensors: nothing was checked"))
         return _report(str(path), "+".join(sorted({layer.format for layer in layers})) or "unknown", findings, rows)
 
+
+def _cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
 
 def _run_layers(ckpt: Checkpoint, layers: list[LayerGroup], deep: bool,
                 progress: Progress | None) -> tuple[list[dict[str, Any]], list[Finding]]:
@@ -153,21 +163,39 @@ def _run_subset(path: str, names: list[str], deep: bool) -> tuple[list[dict[str,
 
 def _run_parallel(ckpt: Checkpoint, layers: list[LayerGroup], deep: bool,
                   jobs: int) -> tuple[list[dict[str, Any]], list[Finding]]:
-    """One task per shard; config-level findings, identical in every worker, are kept once."""
+    """Contiguous runs of layers of about equal bytes, a few per process so that they balance;
+    config-level findings, identical in every worker, are kept once."""
     from concurrent.futures import ProcessPoolExecutor
 
-    by_shard: dict[str, list[str]] = {}
-    for layer in layers:
-        by_shard.setdefault(ckpt.file_of(next(iter(layer.tensors.values()))), []).append(layer.name)
-    with ProcessPoolExecutor(max_workers=jobs) as pool:
-        results = list(pool.map(_run_subset, [ckpt.path] * len(by_shard), list(by_shard.values()),
-                                [deep] * len(by_shard)))
+    chunks = _balanced_runs(layers, [_layer_bytes(ckpt, layer) for layer in layers], jobs * PARALLEL_RUNS_PER_JOB)
+    with ProcessPoolExecutor(max_workers=min(jobs, len(chunks))) as pool:
+        results = list(pool.map(_run_subset, [ckpt.path] * len(chunks), chunks, [deep] * len(chunks)))
     order = {layer.name: i for i, layer in enumerate(layers)}
     rows = sorted((row for r, _ in results for row in r), key=lambda row: order[row["layer"]])
     findings: list[Finding] = []
     for _, more in results:
         findings += [f for f in more if f not in findings]
     return rows, findings
+
+
+PARALLEL_RUNS_PER_JOB = 4
+
+
+def _layer_bytes(ckpt: Checkpoint, layer: LayerGroup) -> int:
+    return sum(ckpt.tensor_info(name).nbytes for name in layer.tensors.values())
+
+
+def _balanced_runs(layers: list[LayerGroup], sizes: list[int], runs: int) -> list[list[str]]:
+    """Split ``layers`` in order into at most ``runs`` non-empty runs of about ``sum(sizes) / runs`` bytes."""
+    target = sum(sizes) / runs
+    chunks: list[list[str]] = [[]]
+    filled = 0
+    for layer, size in zip(layers, sizes):
+        if chunks[-1] and filled + size / 2 > target * len(chunks) and len(chunks) < runs:
+            chunks.append([])
+        chunks[-1].append(layer.name)
+        filled += size
+    return chunks
 
 
 def _refuse_foreign_method(ckpt: Checkpoint) -> None:
@@ -261,11 +289,9 @@ def _gptq_layers(ckpt: Checkpoint, layers: list[LayerGroup], deep: bool,
         if params is None:
             continue
         more, row = layer_findings(group.name, t, bits=params["bits"], group_size=params["group_size"],
-                                               declared=params["version"], desc_act=params["desc_act"],
-                                               sym=params["sym"])
+                                   declared=params["version"], desc_act=params["desc_act"], sym=params["sym"],
+                                   deep=deep)  # a GPTQ decode is finite by construction (GPTQ-3.7)
         findings += more
-        if deep and not any(f.severity == "error" for f in more):
-            row.update(_gptq_deep_stats(group.name, t, params["bits"], params["version"], row["group_size"], findings))
         rows.append(row)
     if awq and not rows:
         raise fail("checkpoint.format.unsupported", "qweight", "packed along the input axis (GPTQ-2.3)",
@@ -284,54 +310,6 @@ def _awq_shaped(t: dict[str, np.ndarray]) -> bool:
         return False
     n = scales.shape[1]
     return n > 0 and qweight.shape[1] != n and qweight.shape[1] * 32 % n == 0 and qweight.shape[1] * 32 // n in (2, 3, 4, 8)
-
-
-DEEP_CHUNK_COLUMNS = 1024  # output columns decoded at once: bounds --deep memory to ~K * 1024 floats
-
-
-def _gptq_deep_stats(name: str, t: dict[str, np.ndarray], bits: int, version: str, group_size: int,
-                     findings: list[Finding]) -> dict[str, Any]:
-    """Decode a GPTQ layer in slices of whole 32-column words and fold the statistics."""
-    n = t["scales"].shape[1]
-    acc = _Moments()
-    for start in range(0, n, DEEP_CHUNK_COLUMNS):
-        stop = min(n, start + DEEP_CHUNK_COLUMNS)
-        part = {"qweight": t["qweight"][:, start:stop], "scales": t["scales"][:, start:stop], "g_idx": t.get("g_idx"),
-                "qzeros": t["qzeros"][:, start * bits // 32: stop * bits // 32]}
-        acc.add(gptq.dequantize(part, bits=bits, version=version, group_size=group_size))
-    return acc.result(name, findings)
-
-
-class _Moments:
-    """Running count, sum, sum of squares, max |w| and non-finite count over decoded slices."""
-
-    def __init__(self) -> None:
-        self.count, self.total, self.squares, self.max_abs, self.bad = 0, 0.0, 0.0, 0.0, 0
-        self.first_bad: tuple[str, list[int]] | None = None
-
-    def add(self, w: np.ndarray) -> None:
-        flat = w.ravel(order="K").astype(np.float64)  # any memory order, no copy before the cast
-        total = float(flat.sum())
-        if not np.isfinite(total):  # a float64 sum of finite float32 values cannot overflow
-            finite = np.isfinite(flat)
-            self.bad += int(flat.size - np.count_nonzero(finite))
-            self.first_bad = self.first_bad or first_nonfinite(w)
-            flat = np.where(finite, flat, 0.0)
-            total = float(flat.sum())
-        self.count += flat.size
-        self.total += total
-        self.squares += float(flat @ flat)
-        if flat.size:
-            self.max_abs = max(self.max_abs, float(flat.max()), -float(flat.min()))
-
-    def result(self, name: str, findings: list[Finding]) -> dict[str, Any]:
-        if self.bad:
-            findings.append(finding("checkpoint.decode.nonfinite", "error", f"'{name}' decodes to "
-                                    f"{self.first_bad[0]} ({self.bad} non-finite weights)", tensor=name))
-            return {"decoded": "non-finite"}
-        mean = self.total / max(self.count, 1)
-        return {"mean": mean, "std": float(np.sqrt(max(self.squares / max(self.count, 1) - mean * mean, 0.0))),
-                "max_abs": self.max_abs}
 
 
 # -- SpQR ------------------------------------------------------------------------------------
@@ -368,7 +346,7 @@ def _spqr_layers(ckpt: Checkpoint, layers: list[LayerGroup], deep: bool,
                "outlier_fraction": round(outliers / (m * n), 6),
                "bits_per_weight": round(sum(a.nbytes for a in t.values()) * 8 / (m * n), 4)}
         if deep:
-            row.update(_stats(group.name, spqr.dequantize(layer).astype(np.float32), findings))
+            row.update(_stats(group.name, Moments.of(spqr.dequantize(layer)), findings))
         rows.append(row)
     return rows, findings
 
@@ -393,7 +371,7 @@ def _gguf_layers(ckpt: Checkpoint, deep: bool, progress: Progress | None) -> tup
         row = {"layer": info.name, "format": "q4_k", "bits": 4, "group_size": 32, "in_features": n,
                "out_features": blocks.shape[0], "bits_per_weight": q4_k.BLOCK_BYTES * 8 / q4_k.QK_K}
         if deep:
-            row.update(_stats(info.name, q4_k.dequantize(blocks), findings))
+            row.update(_stats(info.name, Moments.of(q4_k.dequantize(blocks)), findings))
         rows.append(row)
     other = sum(info.type_name != "Q4_K" for info in infos)
     if other:
@@ -404,11 +382,14 @@ def _gguf_layers(ckpt: Checkpoint, deep: bool, progress: Progress | None) -> tup
 
 # -- shared ----------------------------------------------------------------------------------
 
-def _stats(name: str, w: np.ndarray, findings: list[Finding]) -> dict[str, Any]:
+def _stats(name: str, moments: Moments, findings: list[Finding]) -> dict[str, Any]:
     """``--deep``: the decoded weight must be finite (QF-5.3); per-layer statistics."""
-    acc = _Moments()
-    acc.add(w)
-    return acc.result(name, findings)
+    if moments.nonfinite:
+        label, where = moments.first_nonfinite
+        findings.append(finding("checkpoint.decode.nonfinite", "error", f"'{name}' decodes to {label} at {where} "
+                                f"({moments.nonfinite} non-finite weights)", tensor=name))
+        return {"decoded": "non-finite"}
+    return moments.row()
 
 
 def _report(path: str, fmt: str, findings: list[Finding], layers: list[dict[str, Any]]) -> Report:

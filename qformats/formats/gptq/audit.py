@@ -15,27 +15,29 @@ from ...errors import QFormatsError
 from ...findings import Finding, finding, from_error
 from .checks import LayerDims, check_g_idx, checked_tensors, g_idx_findings, is_trivial_g_idx
 from .evidence import LabelEvidence, label_evidence, reader_disagreements
+from .moments import checked_moments
 from .quirks import READERS
 
 __all__ = ["layer_findings"]
 
 
 def layer_findings(name: str, layer: Any, *, bits: int, group_size: int | None, declared: str,
-                   desc_act: bool, sym: bool | None = None) -> tuple[list[Finding], dict[str, Any]]:
+                   desc_act: bool, sym: bool | None = None, deep: bool = False) -> tuple[list[Finding], dict[str, Any]]:
     """Every GPTQ check of one layer: structure, g_idx, label evidence, v1 zero underflow.
 
     Returns the findings (codes of spec/gptq.md) and a summary row for ``inspect``. Structural
     errors come back as error findings rather than exceptions, so a validator reports every
-    layer of a checkpoint in one pass.
+    layer of a checkpoint in one pass. ``deep`` adds the decode's statistics to the row
+    (GPTQ-3.7) when the layer has no error.
     """
     try:
-        return _layer_findings(name, layer, bits, group_size, declared, desc_act, sym)
+        return _layer_findings(name, layer, bits, group_size, declared, desc_act, sym, deep)
     except QFormatsError as err:
         return [from_error(err.within(name))], {"layer": name, "format": f"gptq_{declared}", "bits": bits}
 
 
 def _layer_findings(name: str, layer: Any, bits: int, group_size: int | None, declared: str, desc_act: bool,
-                    sym: bool | None) -> tuple[list[Finding], dict[str, Any]]:
+                    sym: bool | None, deep: bool) -> tuple[list[Finding], dict[str, Any]]:
     dims, t = checked_tensors(layer, bits, group_size)
     check_g_idx(t["g_idx"], dims.n_groups, dims.group_size)
     findings = g_idx_findings(t["g_idx"], dims.group_size, desc_act=desc_act, tensor=f"{name}.g_idx")
@@ -56,6 +58,8 @@ def _layer_findings(name: str, layer: Any, bits: int, group_size: int | None, de
         "evidence": evidence.verdict, "evidence_method": evidence.method,
         "bits_per_weight": _bits_per_weight(dims, bits),
     }
+    if deep and not any(f.severity == "error" for f in findings):
+        summary.update(checked_moments(t, bits=bits, version=declared).row())
     return findings, summary
 
 
