@@ -178,7 +178,7 @@ def _run_parallel(ckpt: Checkpoint, layers: list[LayerGroup], deep: bool,
     return rows, findings
 
 
-PARALLEL_RUNS_PER_JOB = 4
+PARALLEL_RUNS_PER_JOB = 2
 
 
 def _layer_bytes(ckpt: Checkpoint, layer: LayerGroup) -> int:

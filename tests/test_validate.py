@@ -292,3 +292,47 @@ def test_every_bad_q4k_tensor_of_a_gguf_file_is_reported(tmp_path):
     report = validate(str(tmp_path / "m.gguf"))
     assert [(f.code, f.tensor) for f in report.findings if f.severity == "error"] == [
         ("q4k.d.nonfinite", "a"), ("q4k.d.nonfinite", "b")]
+
+
+@pytest.mark.parametrize("name", ["gptq_v1_sym_4bit", "gptq_v2_asym_3bit_actorder"])
+def test_deep_gptq_statistics_are_those_of_the_reference_decode(name):
+    """QF-5.3 / GPTQ-3.7: --deep's mean, std and max |w| of a GPTQ layer equal the decoded array's."""
+    from qformats.containers.checkpoint import open_checkpoint
+    from qformats.formats import gptq
+    from qformats.validate import group_layers, load_layer
+
+    path = FIXTURES / "checkpoints" / name
+    rows = {row["layer"]: row for row in validate(str(path), deep=True).layers}
+    with open_checkpoint(str(path)) as ckpt:
+        for group in group_layers(ckpt.tensor_names())[0]:
+            row = rows[group.name]
+            w = gptq.dequantize(load_layer(ckpt, group), bits=row["bits"], version=row["format"][-2:],
+                                group_size=row["group_size"]).astype(np.float64)
+            assert row["max_abs"] == float(np.abs(w).max())
+            assert row["mean"] == pytest.approx(float(w.mean()), rel=1e-12, abs=1e-15)
+            assert row["std"] == pytest.approx(float(w.std()), rel=1e-9)
+
+
+def test_parallel_jobs_split_a_single_file_with_the_same_report(tmp_path):
+    """--jobs N splits the layers, not only shards: one file, two processes, the serial report."""
+    path = str(FIXTURES / "checkpoints" / "gptq_v1_sym_4bit")
+    assert validate(path, deep=True, jobs=2).model_dump() == validate(path, deep=True, jobs=1).model_dump()
+
+
+@pytest.mark.parametrize("jobs", [0, -1, True, 1.5], ids=repr)
+def test_jobs_must_be_a_positive_integer(jobs):
+    """--jobs takes an integer of at least 1; anything else is a usage error (exit 2)."""
+    with pytest.raises(QFormatsError) as err:
+        validate(str(FIXTURES / "checkpoints" / "gptq_v1_sym_4bit"), jobs=jobs)
+    assert err.value.code == "argument.invalid"
+
+
+def test_balanced_runs_keep_order_and_split_by_bytes():
+    """Layers are cut, in order, into at most `runs` non-empty runs of about equal bytes."""
+    from qformats.validate import LayerGroup, _balanced_runs
+
+    layers = [LayerGroup(f"l{i}", "gptq") for i in range(6)]
+    runs = _balanced_runs(layers, [10, 10, 10, 10, 40, 20], 3)
+    assert [name for run in runs for name in run] == [f"l{i}" for i in range(6)]
+    assert runs == [["l0", "l1", "l2"], ["l3", "l4"], ["l5"]]
+    assert _balanced_runs(layers[:2], [1, 1], 8) == [["l0"], ["l1"]]

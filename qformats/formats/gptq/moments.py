@@ -1,31 +1,31 @@
 """Statistics of the GPTQ reference decode without materializing it (spec/gptq.md GPTQ-3.7).
 
 The decode ``W[n, k] = s[g, n] * (q[k, n] - Z[g, n])`` (g = g_idx[k]) is exact in float32
-(GPTQ-3.2), so its sums follow from per-(group, column) sums of the codes::
+(GPTQ-3.2), so its statistics follow from per-(group, column) "cell" statistics of the codes::
 
-    sum W    = sum_{g,n} s * (S1 - c_g * Z)
-    sum W^2  = sum_{g,n} s^2 * (S2 - 2 * Z * S1 + c_g * Z^2)
-    max |W|  = max_{g,n} |s| * max(|hi - Z|, |lo - Z|)
+    sum W    = sum_cells s * S1 - c * s * Z
+    sum W^2  = sum_cells s^2 * S2 - 2 * s^2 * Z * S1 + c * s^2 * Z^2
+    max |W|  = max_cells |s| * max(hi - Z, Z - lo)
 
-with ``c_g`` rows in group g and ``S1, S2, lo, hi`` the sum, sum of squares, minimum and maximum
-of its codes in column n. Every code is read; no float weight is written. ``--deep`` uses this:
-writing 4 bytes per weight cannot keep pace with reading half a byte.
+with ``c`` rows in the cell's group and ``S1, S2, lo, hi`` the sum, sum of squares, minimum and
+maximum of its codes. Every code is read; no float weight is written (``--deep`` on a 7B
+checkpoint would otherwise write 26 GB of float32).
 
-Fast path (bits 2, 4, 8; groups of whole words in k order): every byte of a ``qweight`` word
-holds ``8 / bits`` codes of one column, so the codes of a group are the fields of the bytes in
-its rows::
+Fast path (bits 2, 4, 8; groups of whole words in k order). Every byte of a ``qweight`` word
+holds ``8 / b`` codes of one column, so a cell's codes are the fields of its column's bytes in
+the group's word rows::
 
-    qweight as uint8 (K * b / 32, 4 * N):  row r, bytes 4n .. 4n + 3 = column n, words of group r // R
-    byte: [ f_{8/b - 1} | ... | f_1 | f_0 ]   f_j = (byte >> (b * j)) & (2^b - 1)
+    qweight as uint8 (K * b / 32, 4 * N):  bytes 4n .. 4n + 3 of a row = column n
+    one byte: [ f_(8/b - 1) | ... | f_1 | f_0 ],  f_j = (byte >> b*j) & (2^b - 1)
 
-so field planes, reductions over rows and a sum over each column's 4 bytes give the sums, in
-uint8/uint16 lanes, a cache-sized block of groups at a time.
-Anything else (3-bit, act-order g_idx, groups that split a word) unpacks column slices.
+Field planes, reductions over the rows and a fold of each column's 4 bytes give the cell
+statistics, a cache-sized block of groups at a time. Anything else (3-bit, act-order g_idx,
+groups that split a word) unpacks column slices.
 """
 
 from __future__ import annotations
 
-import math
+import functools
 from collections.abc import Mapping
 from typing import Any
 
@@ -57,30 +57,37 @@ def decode_moments(layer: Any, *, bits: int, version: str, group_size: int | Non
 
 
 def checked_moments(t: Mapping[str, np.ndarray], *, bits: int, version: Version) -> Moments:
-    """:func:`decode_moments` of tensors that ``checks.checked_tensors`` and ``check_g_idx`` passed."""
+    """:func:`decode_moments` of tensors that passed ``checks.checked_tensors`` and ``check_g_idx``."""
     zeros = zeros_from_fields(bitpack.unpack(t["qzeros"], bits, axis=1), bits, version)
     g_idx = t["g_idx"].astype(np.intp)
-    rows = _word_rows_per_group(g_idx, bits, t["scales"].shape[0])
+    groups, n = t["scales"].shape
+    rows = _word_rows_per_group(g_idx, bits, groups)
     if rows is None:
-        return _unpacked_moments(t["qweight"], g_idx, zeros, t["scales"], bits)
-    return _PackedMoments(t["qweight"], zeros, t["scales"], bits, rows).run()
+        cells = _unpacked_cells(t["qweight"], g_idx, bits, groups)
+    else:
+        cells = _PackedCells(t["qweight"], bits, groups, rows).run()
+    return _moments(*cells, zeros, t["scales"], k=len(g_idx))
 
 
 def _moments(count: np.ndarray, s1: np.ndarray, s2: np.ndarray, low: np.ndarray, high: np.ndarray,
-             zeros: np.ndarray, scales: np.ndarray) -> Moments:
-    """Sums of the decode over (group, column) cells from their code sums (the formulas above).
+             zeros: np.ndarray, scales: np.ndarray, *, k: int) -> Moments:
+    """Fold cell statistics ``(G, N)`` (``count`` is ``(G,)``) into the layer's moments.
 
-    ``count`` (rows per group) broadcasts against the ``(groups, columns)`` arrays. Plain NumPy
-    products, not ``np.dot``: a threaded BLAS spinning in every worker process would contend for
-    the CPUs that ``--jobs`` hands out.
+    Sums are exact products in float64 added by ``einsum``, not ``np.dot``: a threaded BLAS
+    spinning in every ``--jobs`` worker would contend for the CPUs the workers were given.
     """
-    s = scales.astype(np.float64)
-    d1 = s1 - count * zeros  # sum of (q - Z)
-    d2 = s2 - zeros * (s1 + d1)  # sum of (q - Z)^2 = S2 - 2 Z S1 + c Z^2
+    s = scales.astype(np.float64)  # float16 -> float64 directly: faster than via float32
+    z = zeros.astype(np.float64)
+    c = count.astype(np.float64)[:, None]
+    d1 = s1 - c * z  # sum of (q - Z) per cell
+    d2 = s2 - z * (s1 + d1)  # sum of (q - Z)^2 = S2 - 2 Z S1 + c Z^2
     reach = np.maximum(high - zeros, zeros - low)  # max |q - Z|, as low <= high
-    return Moments(count=int(np.sum(count * np.ones_like(zeros))), total=float(np.sum(s * d1)),
-                   squares=float(np.sum(s * s * d2)),
-                   max_abs=float(np.max(np.abs(scales).astype(np.float32) * reach)))  # exact: |s * reach| < 2^24
+    return Moments(count=k * scales.shape[1], total=_dot(s, d1), squares=_dot(s * s, d2),
+                   max_abs=float(np.max(np.abs(s) * reach)))  # exact: |s * reach| < 2^24
+
+
+def _dot(a: np.ndarray, b: np.ndarray) -> float:
+    return float(np.einsum("ij,ij->", a, b))
 
 
 def _word_rows_per_group(g_idx: np.ndarray, bits: int, groups: int) -> int | None:
@@ -94,16 +101,16 @@ def _word_rows_per_group(g_idx: np.ndarray, bits: int, groups: int) -> int | Non
     return size * bits // 32
 
 
-class _PackedMoments:
-    """Fast path: blocks of whole groups x a span of columns, each folded to partial moments.
+class _PackedCells:
+    """Fast path: cell statistics by blocks of whole groups x a span of columns.
 
     Scratch planes are allocated once per layer, so the loop allocates nothing large.
     """
 
-    def __init__(self, qweight: np.ndarray, zeros: np.ndarray, scales: np.ndarray, bits: int, rows: int) -> None:
-        groups, n = scales.shape
-        self.planes = qweight.view(np.uint8).reshape(groups, rows, n * 4)
-        self.zeros, self.scales, self.bits, self.rows = zeros, scales, bits, rows
+    def __init__(self, qweight: np.ndarray, bits: int, groups: int, rows: int) -> None:
+        n = qweight.shape[1]
+        self.planes = qweight.view(np.uint8).reshape(groups, rows, 4 * n)
+        self.bits, self.rows = bits, rows
         self.maxq, self.fields = (1 << bits) - 1, 8 // bits
         self.mask = np.uint8(self.maxq)
         # Narrowest lane that cannot overflow: a column sums 4 * (8 / b) * rows squares <= maxq^2.
@@ -111,49 +118,59 @@ class _PackedMoments:
         self.wide = next(dt for dt in (np.uint16, np.uint32, np.uint64) if bound < 1 << (8 * np.dtype(dt).itemsize))
         self.span = min(n, max(1, BLOCK_BYTES // (4 * rows)))  # columns per block
         self.block_groups = max(1, min(groups, BLOCK_BYTES // (4 * self.span * rows)))
+        shape = (self.block_groups, rows, 4 * self.span)
+        self.scratch = [np.empty(shape, np.uint8) for _ in range(self.fields + 1)]
+        self.sums = [np.empty(shape[::2], self.wide) for _ in range(3)] + [np.empty(shape[::2], np.uint8)]
 
-    def run(self) -> Moments:
-        groups, n = self.scales.shape
-        shape = (self.block_groups, self.rows, 4 * self.span)
-        self.planes_scratch = [np.empty(shape, np.uint8) for _ in range(self.fields + 1)]
-        self.sums_scratch = [np.empty(shape[::2], dt) for dt in (self.wide, self.wide, self.wide, np.uint8, np.uint8,
-                                                                 np.uint8)]
-        parts = [self._block(g, min(groups, g + self.block_groups), c, min(n, c + self.span))
-                 for g in range(0, groups, self.block_groups) for c in range(0, n, self.span)]
-        return Moments(count=sum(p.count for p in parts), total=math.fsum(p.total for p in parts),
-                       squares=math.fsum(p.squares for p in parts), max_abs=max(p.max_abs for p in parts))
+    def run(self) -> tuple[np.ndarray, ...]:
+        groups, _, width = self.planes.shape
+        n = width // 4
+        out = (np.zeros((groups, n), self.wide), np.zeros((groups, n), self.wide),
+               np.zeros((groups, n), np.uint8), np.zeros((groups, n), np.uint8))
+        for g in range(0, groups, self.block_groups):
+            for c in range(0, n, self.span):
+                cells = (slice(g, min(groups, g + self.block_groups)), slice(c, min(n, c + self.span)))
+                for dst, src in zip(out, self._block(*cells)):
+                    dst[cells] = src
+        count = np.full(groups, self.rows * 32 // self.bits, np.int64)
+        return (count,) + out
 
-    def _block(self, g0: int, g1: int, n0: int, n1: int) -> Moments:
-        gc, width = g1 - g0, 4 * (n1 - n0)
-        block = self.planes[g0:g1, :, 4 * n0:4 * n1]
-        fields = [p[:gc, :, :width] for p in self.planes_scratch[:self.fields]]
-        for j, f in enumerate(fields):
-            self._field(block, j, f)
-        total, squares, part, low, high, part8 = (a[:gc, :width] for a in self.sums_scratch)
-        if self.fields > 1:
-            per_byte = np.add(fields[0], fields[1], out=self.planes_scratch[-1][:gc, :, :width])
-            for f in fields[2:]:
-                per_byte += f  # <= (8 / b) * maxq <= 255: stays uint8
-        else:
-            per_byte = fields[0]
-        np.add.reduce(per_byte, axis=1, dtype=self.wide, out=total)
-        np.minimum.reduce(fields[0], axis=1, out=low)
-        np.maximum.reduce(fields[0], axis=1, out=high)
+    def _block(self, groups: slice, columns: slice) -> tuple[np.ndarray, ...]:
+        gc, width = groups.stop - groups.start, 4 * (columns.stop - columns.start)
+        block = self.planes[groups, :, 4 * columns.start:4 * columns.stop]
+        fields = [self._field(block, j, p[:gc, :, :width]) for j, p in enumerate(self.scratch[:self.fields])]
+        total, squares, part, part8 = (a[:gc, :width] for a in self.sums)
+        low, high = np.minimum.reduce(fields[0], axis=1), np.maximum.reduce(fields[0], axis=1)
         for f in fields[1:]:
             np.minimum(low, np.minimum.reduce(f, axis=1, out=part8), out=low)
             np.maximum(high, np.maximum.reduce(f, axis=1, out=part8), out=high)
+        per_byte = fields[0]
+        if self.fields > 1:
+            per_byte = functools.reduce(lambda acc, f: np.add(acc, f, out=acc), fields[2:],
+                                        np.add(fields[0], fields[1], out=self.scratch[-1][:gc, :, :width]))
+        self._sum_rows(per_byte, total)  # (8 / b) * maxq <= 255: per_byte stays uint8
         for i, f in enumerate(fields):
-            # maxq^2 fits uint8 below 8 bits (square the scratch plane in place); 8-bit codes are
-            # the file's own bytes, squared into wide lanes.
+            # maxq^2 fits uint8 below 8 bits (square the scratch plane in place); 8-bit codes
+            # are squared into wide lanes.
             square = np.multiply(f, f, dtype=self.wide) if self.bits == 8 else np.multiply(f, f, out=f)
             np.add.reduce(square, axis=1, dtype=self.wide, out=squares if i == 0 else part)
             if i:
                 squares += part
-        cells = (slice(g0, g1), slice(n0, n1))
-        return _moments(np.int64(self.rows * 32 // self.bits), _fold(total, np.add), _fold(squares, np.add),
-                        _fold(low, np.minimum), _fold(high, np.maximum), self.zeros[cells], self.scales[cells])
+        return _fold(total, np.add), _fold(squares, np.add), _fold(low, np.minimum), _fold(high, np.maximum)
 
-    def _field(self, block: np.ndarray, j: int, out: np.ndarray) -> None:
+    def _sum_rows(self, per_byte: np.ndarray, out: np.ndarray) -> None:
+        """Sum over rows: halve in place in uint8 while no sum can pass 255, then widen.
+
+        Same-type adds are about twice as fast as one widening reduction over every row.
+        """
+        rows, top = per_byte.shape[1], self.fields * self.maxq
+        while rows % 2 == 0 and rows > 2 and 2 * top <= 255:
+            rows //= 2
+            per_byte[:, :rows] += per_byte[:, rows:2 * rows]  # a scratch plane: free to overwrite
+            top *= 2
+        np.add.reduce(per_byte[:, :rows], axis=1, dtype=self.wide, out=out)
+
+    def _field(self, block: np.ndarray, j: int, out: np.ndarray) -> np.ndarray:
         shift = self.bits * j
         if self.bits == 8:
             np.copyto(out, block)
@@ -163,6 +180,7 @@ class _PackedMoments:
             np.right_shift(block, np.uint8(shift), out=out)
             if shift + self.bits < 8:  # the top field needs no mask
                 out &= self.mask
+        return out
 
 
 def _fold(a: np.ndarray, op: np.ufunc) -> np.ndarray:
@@ -170,20 +188,19 @@ def _fold(a: np.ndarray, op: np.ufunc) -> np.ndarray:
     return op(op(a[:, 0::4], a[:, 1::4]), op(a[:, 2::4], a[:, 3::4]))
 
 
-def _unpacked_moments(qweight: np.ndarray, g_idx: np.ndarray, zeros: np.ndarray, scales: np.ndarray,
-                      bits: int) -> Moments:
-    """General path: unpack column slices, sort rows by group, reduce each run of rows."""
-    groups, n = scales.shape
+def _unpacked_cells(qweight: np.ndarray, g_idx: np.ndarray, bits: int, groups: int) -> tuple[np.ndarray, ...]:
+    """General path: unpack column slices, sort rows by group, reduce each run of rows.
+
+    ``check_g_idx`` leaves no group empty, so every run is non-empty.
+    """
+    n = qweight.shape[1]
     order = np.argsort(g_idx, kind="stable")
-    counts = np.bincount(g_idx, minlength=groups)
-    present = np.flatnonzero(counts)  # every group is non-empty after check_g_idx; kept for safety
-    starts = (np.cumsum(counts) - counts)[present]
-    parts = []
+    count = np.bincount(g_idx, minlength=groups)
+    starts = np.cumsum(count) - count
+    out = [np.empty((groups, n), np.int64) for _ in range(4)]
     for c0 in range(0, n, SLICE_COLUMNS):
         c1 = min(n, c0 + SLICE_COLUMNS)
         codes = bitpack.unpack(qweight[:, c0:c1], bits, axis=0)[order].astype(np.int64)
-        sums = [ufunc.reduceat(x, starts, axis=0) for ufunc, x in
-                ((np.add, codes), (np.add, codes * codes), (np.minimum, codes), (np.maximum, codes))]
-        parts.append(_moments(counts[present, None], *sums, zeros[present, c0:c1], scales[present, c0:c1]))
-    return Moments(count=sum(p.count for p in parts), total=math.fsum(p.total for p in parts),
-                   squares=math.fsum(p.squares for p in parts), max_abs=max(p.max_abs for p in parts))
+        for dst, ufunc, x in zip(out, (np.add, np.add, np.minimum, np.maximum), (codes, codes * codes, codes, codes)):
+            dst[:, c0:c1] = ufunc.reduceat(x, starts, axis=0)
+    return (count,) + tuple(out)
