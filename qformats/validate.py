@@ -125,7 +125,7 @@ def validate(path: str, *, deep: bool = False, fmt: str = "auto", progress: Prog
         layers = [layer for layer in layers if fmt in ("auto", layer.format)]
         findings = list(ckpt.findings) + _foreign_findings(foreign)
         if jobs > 1 and len(layers) > 1:
-            rows, more = _run_parallel(ckpt, layers, deep, jobs)
+            rows, more = _run_parallel(ckpt, layers, deep, jobs, progress)
         else:
             rows, more = _run_layers(ckpt, layers, deep, progress)
         findings += more
@@ -140,6 +140,7 @@ def _cpus() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
         return os.cpu_count() or 1
+
 
 def _run_layers(ckpt: Checkpoint, layers: list[LayerGroup], deep: bool,
                 progress: Progress | None) -> tuple[list[dict[str, Any]], list[Finding]]:
@@ -161,15 +162,20 @@ def _run_subset(path: str, names: list[str], deep: bool) -> tuple[list[dict[str,
         return _run_layers(ckpt, layers, deep, None)
 
 
-def _run_parallel(ckpt: Checkpoint, layers: list[LayerGroup], deep: bool,
-                  jobs: int) -> tuple[list[dict[str, Any]], list[Finding]]:
-    """Contiguous runs of layers of about equal bytes, a few per process so that they balance;
-    config-level findings, identical in every worker, are kept once."""
-    from concurrent.futures import ProcessPoolExecutor
+def _run_parallel(ckpt: Checkpoint, layers: list[LayerGroup], deep: bool, jobs: int,
+                  progress: Progress | None) -> tuple[list[dict[str, Any]], list[Finding]]:
+    """Contiguous runs of layers of about equal bytes, a few per process so that they balance
+    (and the progress bar moves); config-level findings, identical in every worker, are kept once."""
+    from concurrent.futures import ProcessPoolExecutor, as_completed
 
     chunks = _balanced_runs(layers, [_layer_bytes(ckpt, layer) for layer in layers], jobs * PARALLEL_RUNS_PER_JOB)
     with ProcessPoolExecutor(max_workers=min(jobs, len(chunks))) as pool:
-        results = list(pool.map(_run_subset, [ckpt.path] * len(chunks), chunks, [deep] * len(chunks)))
+        futures = {pool.submit(_run_subset, ckpt.path, chunk, deep): chunk for chunk in chunks}
+        done = 0
+        for future in as_completed(futures):
+            done += len(futures[future])
+            _tick(progress, done - 1, len(layers), futures[future][-1])
+        results = [future.result() for future in futures]
     order = {layer.name: i for i, layer in enumerate(layers)}
     rows = sorted((row for r, _ in results for row in r), key=lambda row: order[row["layer"]])
     findings: list[Finding] = []
@@ -178,7 +184,7 @@ def _run_parallel(ckpt: Checkpoint, layers: list[LayerGroup], deep: bool,
     return rows, findings
 
 
-PARALLEL_RUNS_PER_JOB = 2
+PARALLEL_RUNS_PER_JOB = 4
 
 
 def _layer_bytes(ckpt: Checkpoint, layer: LayerGroup) -> int:

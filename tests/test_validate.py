@@ -336,3 +336,12 @@ def test_balanced_runs_keep_order_and_split_by_bytes():
     assert [name for run in runs for name in run] == [f"l{i}" for i in range(6)]
     assert runs == [["l0", "l1", "l2"], ["l3", "l4"], ["l5"]]
     assert _balanced_runs(layers[:2], [1, 1], 8) == [["l0"], ["l1"]]
+
+
+def test_parallel_validation_reports_progress_up_to_the_last_layer():
+    """A progress bar on a TTY also moves when layers run in worker processes, and ends at the total."""
+    ticks = []
+    path = str(FIXTURES / "third_party" / "spqr_quant" / "checkpoints" / "tiny-llama-spqr-csr-actorder")
+    validate(path, deep=True, jobs=2, progress=lambda i, total, name: ticks.append((i, total)))
+    assert ticks and ticks[-1] == (13, 14)
+    assert [i for i, _ in ticks] == sorted(i for i, _ in ticks)
