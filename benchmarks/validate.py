@@ -70,7 +70,7 @@ READ_ALL = """
 import sys, glob
 from safetensors import safe_open
 def owner(a):
-    while isinstance(a.base, object) and a.base is not None and not isinstance(a.base, memoryview):
+    while a.base is not None and not isinstance(a.base, memoryview):  # down to the buffer
         a = a.base
     return getattr(a.base, 'obj', None)
 for f in sorted(glob.glob(sys.argv[1] + '/*.safetensors')):
@@ -123,7 +123,7 @@ def main() -> int:
         t_read, rss_read, _ = timed_child(READ_ALL, str(root))
         t_val, rss_val, rest = timed_child(VALIDATE, str(root), str(args.jobs))
         layers, worker_kib = rest.split()
-        jobs = os.cpu_count() if args.jobs == "default" else int(args.jobs)
+        jobs = len(os.sched_getaffinity(0)) if args.jobs == "default" else int(args.jobs)  # validate's default
         total = rss_val + jobs * int(worker_kib) / 1024
         print(f"peer  safetensors read of every tensor : {t_read:7.2f} s, peak RSS {rss_read:7.0f} MiB")
         print(f"qformats validate --deep (jobs={args.jobs})   : {t_val:7.2f} s, peak RSS {rss_val:7.0f} MiB "

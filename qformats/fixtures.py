@@ -134,6 +134,14 @@ def write_generated(root: Path, files: dict[str, bytes], entries: list[dict[str,
     path.write_text(json.dumps(doc, indent=1) + "\n")
 
 
+def generator_main(argv: list[str], fixture_dir: str, files: dict[str, bytes], entries: list[dict[str, Any]]) -> int:
+    """A fixture builder's command line: ``python BUILDER.py [ROOT]`` writes ``files`` (paths relative
+    to ``ROOT/fixture_dir``) and their cases into ``ROOT/manifest.json`` (ROOT defaults to ``fixtures``)."""
+    root = Path(argv[1] if len(argv) > 1 else "fixtures")
+    write_generated(root, {f"{fixture_dir}/{rel}": blob for rel, blob in files.items()}, entries)
+    return 0
+
+
 def main(argv: list[str]) -> int:
     root = Path(argv[0]) if argv else DEFAULT_ROOT
     problems = manifest_problems(root)

@@ -313,7 +313,7 @@ def test_deep_gptq_statistics_are_those_of_the_reference_decode(name):
             assert row["std"] == pytest.approx(float(w.std()), rel=1e-9)
 
 
-def test_parallel_jobs_split_a_single_file_with_the_same_report(tmp_path):
+def test_parallel_jobs_split_a_single_file_with_the_same_report():
     """--jobs N splits the layers, not only shards: one file, two processes, the serial report."""
     path = str(FIXTURES / "checkpoints" / "gptq_v1_sym_4bit")
     assert validate(path, deep=True, jobs=2).model_dump() == validate(path, deep=True, jobs=1).model_dump()
@@ -321,10 +321,16 @@ def test_parallel_jobs_split_a_single_file_with_the_same_report(tmp_path):
 
 @pytest.mark.parametrize("jobs", [0, -1, True, 1.5], ids=repr)
 def test_jobs_must_be_a_positive_integer(jobs):
-    """--jobs takes an integer of at least 1; anything else is a usage error (exit 2)."""
+    """--jobs takes an integer of at least 1; anything else is a usage error (argument.invalid)."""
     with pytest.raises(QFormatsError) as err:
         validate(str(FIXTURES / "checkpoints" / "gptq_v1_sym_4bit"), jobs=jobs)
     assert err.value.code == "argument.invalid"
+
+
+def test_cli_jobs_zero_is_exit_2(capsys):
+    """DESIGN §4: bad usage is exit 2 ("could not run"), with a message, not a traceback."""
+    assert main(["validate", str(FIXTURES / "checkpoints" / "gptq_v1_sym_4bit"), "--jobs", "0"]) == 2
+    assert "jobs" in capsys.readouterr().err
 
 
 def test_balanced_runs_keep_order_and_split_by_bytes():

@@ -15,10 +15,9 @@ import json
 import struct
 import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
-from qformats.fixtures import reference_case, write_generated
+from qformats.fixtures import generator_main, reference_case
 
 Pairs = list[tuple[str, Any]]
 
@@ -208,10 +207,7 @@ def library_accepts(blob: bytes) -> bool:
 
 def main(argv: list[str]) -> int:
     """Write every fixture under ``ROOT/{FIXTURE_DIR}`` and its cases into ``ROOT/manifest.json``."""
-    root = Path(argv[1] if len(argv) > 1 else "fixtures")
-    files = {f"{FIXTURE_DIR}/{rel}": blob for rel, blob in fixture_files().items()}
-    write_generated(root, files, manifest_entries())
-    return 0
+    return generator_main(argv, FIXTURE_DIR, fixture_files(), manifest_entries())
 
 
 if __name__ == "__main__":

@@ -13,9 +13,8 @@ from __future__ import annotations
 import struct
 import sys
 from collections.abc import Callable
-from pathlib import Path
 
-from qformats.fixtures import reference_case, write_generated
+from qformats.fixtures import generator_main, reference_case
 
 # GGUF value types (spec/containers.md GGUF-2.5)
 U8, I8, U16, I16, U32, I32, F32, BOOL, STRING, ARRAY, U64, I64, F64 = range(13)
@@ -281,10 +280,7 @@ def manifest_entries() -> list[dict]:
 
 def main(argv: list[str]) -> int:
     """Write every fixture under ``ROOT/{FIXTURE_DIR}`` and its cases into ``ROOT/manifest.json``."""
-    root = Path(argv[1] if len(argv) > 1 else "fixtures")
-    files = {f"{FIXTURE_DIR}/{rel}": blob for rel, blob in fixture_files().items()}
-    write_generated(root, files, manifest_entries())
-    return 0
+    return generator_main(argv, FIXTURE_DIR, fixture_files(), manifest_entries())
 
 
 if __name__ == "__main__":
