@@ -30,9 +30,11 @@ fixtures-check: $(STAMP)
 	$(BIN)/python -m qformats.samples $$tmp/checkpoints > /dev/null && \
 	$(BIN)/python tests/containers/gguf_builder.py $$tmp > /dev/null && \
 	$(BIN)/python tests/checkpoints/st_builder.py $$tmp > /dev/null && \
+	$(BIN)/python tests/checkpoints/hostile_builder.py $$tmp > /dev/null && \
 	diff -r $$tmp/checkpoints fixtures/checkpoints && \
 	diff -r $$tmp/containers/gguf fixtures/containers/gguf && \
 	diff -r $$tmp/containers/safetensors fixtures/containers/safetensors && \
+	diff -r $$tmp/regressions fixtures/regressions && \
 	rm -rf $$tmp && \
 	$(BIN)/python -m qformats.fixtures
 

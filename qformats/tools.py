@@ -20,7 +20,7 @@ from .containers.checkpoint import Checkpoint, open_checkpoint
 from .errors import QFormatsError, fail
 from .formats import gptq, q4_k, spqr
 from .formats.gptq.evidence import label_evidence
-from .formats.gptq.layout import GPTQConfig, ModuleParams, module_params, parse_config
+from .formats.gptq.layout import GPTQConfig, ModuleParams, module_params, modules_params, parse_config
 from .validate import group_layers, load_layer
 
 __all__ = ["decode", "convert"]
@@ -127,10 +127,11 @@ def convert(path: str, out: str, *, to: str, source_version: str | None = None) 
         if source == target and source_version is None:
             raise fail("argument.invalid", "to", f"a version other than the checkpoint's ({config.version})", to)
         layers = [g for g in group_layers(ckpt.tensor_names())[0] if g.format == "gptq"]
+        params_of = modules_params(config, [group.name for group in layers])
         converted = {}
         for group in layers:
             t = load_layer(ckpt, group)
-            p = module_params(config, group.name)
+            p = params_of[group.name]
             if source_version is None:
                 _refuse_mislabelled(group.name, t, p)
             if source == target:

@@ -25,7 +25,7 @@ from .errors import QFormatsError, fail
 from .findings import Finding, finding, from_error
 from .formats import q4_k, spqr
 from .formats.gptq.audit import layer_findings
-from .formats.gptq.layout import BITS, module_params
+from .formats.gptq.layout import BITS, ModuleParams, modules_params
 from .formats.gptq.layout import parse_config as parse_gptq_config
 from .formats.spqr import checks as spqr_checks
 from .stats import Moments
@@ -130,8 +130,9 @@ def validate(path: str, *, deep: bool = False, fmt: str = "auto", progress: Prog
             rows, more = _run_layers(ckpt, layers, deep, progress)
         findings += more
         if not rows:
-            findings.append(finding("checkpoint.empty", "error", f"no {'' if fmt == 'auto' else fmt + ' '}"
-                                    f"quantized layer among {len(ckpt.tensor_names())} tensors: nothing was checked"))
+            what = (f"{len(layers)} quantized layers, none of which could be checked" if layers else
+                    f"no {'' if fmt == 'auto' else fmt + ' '}quantized layer among {len(ckpt.tensor_names())} tensors")
+            findings.append(finding("checkpoint.empty", "error", f"{what}: nothing was checked"))
         return _report(str(path), "+".join(sorted({layer.format for layer in layers})) or "unknown", findings, rows)
 
 
@@ -252,7 +253,8 @@ def _gptq_config(ckpt: Checkpoint) -> tuple[Any, list[Finding]]:
     return config, findings
 
 
-def _gptq_params(config: Any, name: str, t: dict[str, np.ndarray]) -> tuple[dict[str, Any] | None, list[Finding]]:
+def _gptq_params(config: Any, params: ModuleParams | None, name: str,
+                 t: dict[str, np.ndarray]) -> tuple[dict[str, Any] | None, list[Finding]]:
     """bits, group size, desc_act, sym, version of one module (GPTQ-6.6), checked against its tensors (6.7)."""
     scales, qzeros = t.get("scales"), t.get("qzeros")
     tensor_bits = None
@@ -263,7 +265,6 @@ def _gptq_params(config: Any, name: str, t: dict[str, np.ndarray]) -> tuple[dict
             return None, [finding("tensor.shape", "error", f"'{name}' has no consistent GPTQ width "
                                   "(qzeros columns * 32 / scales columns is not 2, 3, 4 or 8)", tensor=name)]
         return {"bits": tensor_bits, "group_size": None, "desc_act": False, "sym": None, "version": "v1"}, []
-    params = module_params(config, name)
     findings = []
     if params.excluded_by:
         findings.append(finding("gptq.config.tensor_mismatch", "error", f"dynamic rule {params.excluded_by!r} "
@@ -283,6 +284,10 @@ def _gptq_params(config: Any, name: str, t: dict[str, np.ndarray]) -> tuple[dict
 def _gptq_layers(ckpt: Checkpoint, layers: list[LayerGroup], deep: bool,
                  progress: Progress | None) -> tuple[list[dict[str, Any]], list[Finding]]:
     config, findings = _gptq_config(ckpt)
+    try:
+        params_of = modules_params(config, [group.name for group in layers]) if config is not None else {}
+    except QFormatsError as err:  # GPTQ-6.6: no module's parameters can be known; nothing is checked
+        return [], findings + [from_error(err.with_file(ckpt.configs[0].file))]
     rows, awq = [], []
     for i, group in enumerate(layers):
         _tick(progress, i, len(layers), group.name)
@@ -290,7 +295,7 @@ def _gptq_layers(ckpt: Checkpoint, layers: list[LayerGroup], deep: bool,
         if _awq_shaped(t):
             awq.append(group.name)
             continue
-        params, more = _gptq_params(config, group.name, t)
+        params, more = _gptq_params(config, params_of.get(group.name), group.name, t)
         findings += more
         if params is None:
             continue

@@ -411,14 +411,28 @@ def _weight_map(index_path: str) -> tuple[dict[str, str], Any]:
         raise bad("weight_map", "an object {tensor name: shard file}", type(wm).__name__)
     out: dict[str, str] = {}
     for name, shard in wm:
+        if not st.is_text(name):
+            raise bad("weight_map", "tensor names without lone surrogate escapes", ascii(name)[:80])
+        subject = f"weight_map.{name}"
         if name in out:
-            raise bad(f"weight_map.{name}", "a tensor listed once", "duplicate")
-        if not isinstance(shard, str) or shard in ("", ".", "..") or "/" in shard or "\\" in shard:
-            raise bad(f"weight_map.{name}", "a shard file name in the index's directory", ascii(shard)[:80])
+            raise bad(subject, "a tensor listed once", "duplicate")
+        if not _is_shard_name(shard):
+            raise bad(subject, SHARD_NAME_RULE, ascii(shard)[:80])
         out[name] = shard
     meta = fields.get("metadata")
     total = dict(meta).get("total_size") if isinstance(meta, st.JsonObject) else None
     return out, total
+
+
+SHARD_NAME_RULE = ("a shard file name in the index's directory: 1 to 255 UTF-8 bytes, no NUL, '/' or '\\', "
+                   "not '.' or '..'")
+
+
+def _is_shard_name(shard: object) -> bool:
+    """CKPT-3.1, checked before any filesystem call: ``os.stat`` raises ValueError on NUL and
+    UnicodeEncodeError on lone surrogates, and a name over NAME_MAX cannot exist on Linux."""
+    return (isinstance(shard, str) and shard not in (".", "..") and st.is_text(shard)
+            and 0 < len(shard.encode("utf-8")) <= 255 and not any(c in shard for c in "/\\\0"))
 
 
 def _unlisted_holders(name: str, files: dict[str, str], shards: list[str]) -> list[str]:

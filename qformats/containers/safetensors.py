@@ -50,7 +50,7 @@ from ..findings import Finding, finding
 
 __all__ = [
     "MAX_HEADER_SIZE", "DTYPES", "TensorInfo", "SafetensorsHeader", "read_header", "read_header_bytes",
-    "open_tensor", "numpy_dtype", "WARNING_CODES", "SCHEMA_MODELS", "JsonObject", "parse_json", "load_json",
+    "open_tensor", "numpy_dtype", "WARNING_CODES", "SCHEMA_MODELS", "JsonObject", "parse_json", "load_json", "is_text",
 ]
 
 ST_SPEC_VERSION = "0.1"
@@ -228,12 +228,20 @@ def _decode_json(raw: bytes, file: str, findings: list[Finding]) -> JsonObject:
     return top
 
 
-def _check_text(value: str, subject: str, file: str) -> str:
+def is_text(value: str) -> bool:
+    """Unicode scalar values only: JSON's lone ``\\udXXX`` escapes are not text (serde_json rejects
+    them), cannot be encoded to name a file, and cannot be printed."""
     try:
         value.encode("utf-8")
-    except UnicodeEncodeError:  # a lone \\udXXX escape; serde_json rejects it
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _check_text(value: str, subject: str, file: str) -> str:
+    if not is_text(value):
         raise fail("st.header.json", subject, "a string without lone surrogate escapes", ascii(value)[:80],
-                   file=file) from None
+                   file=file)
     return value
 
 

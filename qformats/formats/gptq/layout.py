@@ -16,8 +16,7 @@ Tensors (GPTQ-2), for ``K = in_features``, ``N = out_features``, ``G = ceil(K / 
 
 from __future__ import annotations
 
-import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Literal
 
 import numpy as np
@@ -28,6 +27,7 @@ from ... import SPEC_VERSION
 from ...errors import fail
 from ...findings import Finding, finding
 from ...tensors import TensorSpec
+from . import dynamic
 
 __all__ = [
     "BITS",
@@ -36,6 +36,7 @@ __all__ = [
     "group_rows",
     "ModuleParams",
     "module_params",
+    "modules_params",
     "DynamicOverride",
     "GPTQConfig",
     "GPTQMeta",
@@ -151,21 +152,14 @@ class GPTQConfig(BaseModel):
     @field_validator("dynamic")
     @classmethod
     def _patterns_compile(cls, value: dict[str, DynamicOverride] | None) -> dict[str, DynamicOverride] | None:
-        for key in value or {}:
-            try:
-                re.compile(_rule(key)[1])
-            except re.error as exc:
-                raise ValueError(f"rule {key!r} is not a regular expression ({exc})") from None
+        problems = [p for p in map(dynamic.pattern_problem, value or {}) if p]
+        if problems or len(value or {}) > dynamic.MAX_RULES:
+            raise ValueError(problems[0] if problems else f"at most {dynamic.MAX_RULES} rules")
         return value
 
     @property
     def version(self) -> Version:
         return FORMAT_VERSIONS[self.checkpoint_format]
-
-
-def _rule(key: str) -> tuple[str, str]:
-    """("+" | "-", pattern) of a ``dynamic`` key; a bare pattern is a "+" rule."""
-    return (key[0], key[2:]) if key[:2] in ("+:", "-:") else ("+", key)
 
 
 class ModuleParams(BaseModel):
@@ -182,21 +176,29 @@ class ModuleParams(BaseModel):
 
 
 def module_params(config: GPTQConfig, module: str) -> ModuleParams:
-    """The config as it applies to ``module``: the first matching ``dynamic`` rule decides (GPTQ-6.6).
+    """The config as it applies to ``module`` (GPTQ-6.6); see :func:`modules_params`."""
+    return modules_params(config, [module])[module]
+
+
+def modules_params(config: GPTQConfig, modules: Sequence[str]) -> dict[str, ModuleParams]:
+    """The config as it applies to each module: the first matching ``dynamic`` rule decides (GPTQ-6.6).
 
     Patterns are anchored at the start of the module name (``re.match``), as vLLM's
-    ``get_dynamic_override`` applies them.
+    ``get_dynamic_override`` applies them; matching is bounded in time (``gptq.config.dynamic_unsafe``).
     """
-    params = {"bits": config.bits, "group_size": config.group_size, "desc_act": config.desc_act,
-              "sym": config.sym, "version": config.version}
-    for key, override in (config.dynamic or {}).items():
-        sign, pattern = _rule(key)
-        if re.match(pattern, module):
-            if sign == "-":
-                return ModuleParams(**params, excluded_by=key)
-            params.update({k: v for k, v in override.model_dump(exclude_none=True).items() if k in params})
-            break
-    return ModuleParams(**params)
+    base = {"bits": config.bits, "group_size": config.group_size, "desc_act": config.desc_act,
+            "sym": config.sym, "version": config.version}
+    keys = list(config.dynamic or {})
+    out = {}
+    for module, index in zip(modules, dynamic.first_matches(keys, modules)):
+        if index is None:
+            out[module] = ModuleParams(**base)
+        elif dynamic.rule(keys[index])[0] == "-":
+            out[module] = ModuleParams(**base, excluded_by=keys[index])
+        else:
+            override = config.dynamic[keys[index]].model_dump(exclude_none=True)
+            out[module] = ModuleParams(**(base | {k: v for k, v in override.items() if k in base}))
+    return out
 
 
 class GPTQLayerSpec(BaseModel):
@@ -248,6 +250,8 @@ def parse_config(raw: Mapping[str, Any], *, source: str | None = None) -> tuple[
                    "absent, 'gptq' or 'gptq_v2' (this is the " + OTHER_LAYOUTS[fmt] + ")", fmt)
     if fmt not in FORMAT_VERSIONS:
         raise fail("gptq.config.invalid", "checkpoint_format", "absent, 'gptq' or 'gptq_v2'", fmt)
+    if isinstance(data.get("dynamic"), Mapping):
+        dynamic.check_rules(list(data["dynamic"]))
     try:
         config = GPTQConfig.model_validate(data)
     except ValidationError as exc:

@@ -1,0 +1,112 @@
+"""GPTQModel ``dynamic`` rules, matched as the real readers match them, in bounded time (GPTQ-6.6).
+
+A ``dynamic`` key is a Python regular expression that vLLM (``get_dynamic_override``) and
+GPTQModel run with ``re.match`` against every module name. Both the pattern and the names come
+from the checkpoint, so both are hostile input: a pattern such as ``(a+)+$`` against a name the
+file chooses backtracks exponentially, and ``re`` cannot be interrupted from another thread.
+
+We keep the real readers' semantics exactly by matching with ``re`` itself, but in a child
+interpreter that is killed after a time limit (and capped in memory): the verdict then predicts
+what vLLM does, a hang included, instead of what a different engine would do. Compiling happens
+here, after the limits on rule count and pattern length, so that ``re.compile``'s own failures
+(``OverflowError`` for ``a{4294967296}``, ``RecursionError`` for thousands of nested groups) are
+refusals with a code rather than crashes.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from collections.abc import Sequence
+
+from ...errors import fail
+
+__all__ = ["MAX_RULES", "MAX_PATTERN_CHARS", "check_rules", "pattern_problem", "first_matches", "match_limit_s",
+           "rule"]
+
+MAX_RULES = 4096            # GPTQModel writes one rule per module at most; 80 layers x 7 modules = 560
+MAX_PATTERN_CHARS = 4096    # real keys are under 200 characters
+CHILD_MEMORY = 1 << 30      # address-space cap of the matching child, bytes
+
+
+def rule(key: str) -> tuple[str, str]:
+    """("+" | "-", pattern) of a ``dynamic`` key; a bare pattern is a "+" rule."""
+    return (key[0], key[2:]) if key[:2] in ("+:", "-:") else ("+", key)
+
+
+def pattern_problem(key: str) -> str | None:
+    """Why Python's ``re`` cannot compile ``key``'s pattern (vLLM would crash on it), or None (GPTQ-6.6)."""
+    if not isinstance(key, str):
+        return f"key {key!r} of type {type(key).__name__}, not a string"
+    pattern = rule(key)[1]
+    if len(pattern) > MAX_PATTERN_CHARS:
+        return f"rule {key[:40]!r}... of {len(pattern)} characters (at most {MAX_PATTERN_CHARS})"
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        return f"rule {key[:200]!r}: {exc}"
+    except (OverflowError, RecursionError, MemoryError) as exc:
+        return f"rule {key[:80]!r}: {type(exc).__name__}: {str(exc)[:80]}"
+    return None
+
+
+def check_rules(keys: Sequence[str]) -> None:
+    """GPTQ-6.6: at most :data:`MAX_RULES` keys, each compiled by ``re`` (``gptq.config.invalid``)."""
+    if len(keys) > MAX_RULES:
+        raise fail("gptq.config.invalid", "dynamic", f"at most {MAX_RULES} rules", len(keys), clause="GPTQ-6.6")
+    for key in keys:
+        problem = pattern_problem(key)
+        if problem:
+            raise fail("gptq.config.invalid", "dynamic", "keys whose patterns Python's re compiles", problem,
+                       clause="GPTQ-6.6")
+
+
+def match_limit_s(rules: int, modules: int) -> float:
+    """Time allowed for ``rules x modules`` anchored matches: ``re.match`` of a real key on a real name
+    takes about a microsecond, so 5 us a pair plus the child's start is generous; 10 s at most."""
+    return min(10.0, 0.5 + 5e-6 * rules * modules)
+
+
+# The child: stdlib only, no site packages, memory capped; prints one index per module (-1: no rule).
+_CHILD = """
+import json, re, resource, sys
+limit = int(sys.argv[1])
+resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+job = json.load(sys.stdin)
+compiled = [re.compile(p) for p in job["patterns"]]
+json.dump([next((i for i, p in enumerate(compiled) if p.match(m)), -1) for m in job["modules"]], sys.stdout)
+"""
+
+
+def first_matches(keys: Sequence[str], modules: Sequence[str]) -> list[int | None]:
+    """For each module, the index of the first key whose pattern ``re.match``-es it, else None.
+
+    Runs ``re`` in a child interpreter killed after :func:`match_limit_s`; a pattern that does not
+    finish (catastrophic backtracking on these names) raises ``gptq.config.dynamic_unsafe``, since
+    vLLM and GPTQModel, which match the same way, would not finish either.
+    """
+    if not keys or not modules:
+        return [None] * len(modules)
+    check_rules(keys)
+    limit = match_limit_s(len(keys), len(modules))
+    job = json.dumps({"patterns": [rule(k)[1] for k in keys], "modules": list(modules)})
+    try:
+        done = subprocess.run([sys.executable, "-I", "-S", "-c", _CHILD, str(CHILD_MEMORY)], input=job.encode(),
+                              capture_output=True, timeout=limit, check=False)
+    except subprocess.TimeoutExpired:
+        raise _unsafe(keys, modules, f"no result after {limit:.1f} s") from None
+    except OSError as exc:
+        raise fail("gptq.config.dynamic_unsafe", "dynamic", "matched by Python's re in a child process",
+                   f"could not start one: {exc}") from None
+    if done.returncode != 0:
+        last = done.stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or ["no message"]
+        raise _unsafe(keys, modules, f"matching failed: {last[0][:120]}")
+    found = json.loads(done.stdout)
+    return [None if i < 0 else i for i in found]
+
+
+def _unsafe(keys: Sequence[str], modules: Sequence[str], what: str) -> Exception:
+    return fail("gptq.config.dynamic_unsafe", "dynamic", "patterns that Python's re.match (as vLLM and GPTQModel "
+                "run it) finishes on every module name", f"{len(keys)} rules x {len(modules)} modules: {what}")

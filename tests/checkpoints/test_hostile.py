@@ -1,0 +1,181 @@
+"""Hostile shard names and ``dynamic`` regexes end in a report or a QFormatsError, never a crash or a hang.
+
+Five classes a mutation fuzzer found (issue 14), one fixture each in fixtures/regressions/fuzz/
+(hostile_builder.py), checked through the API and the CLI; plus fuzzing that keeps generating
+their shapes, and the Hugging Face cache's symlinked shards, which must keep working.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import hostile_builder as hb
+import st_builder as sb
+from qformats.containers.checkpoint import open_checkpoint
+from qformats.errors import QFormatsError
+from qformats.formats.gptq.dynamic import first_matches
+from qformats.formats.gptq.layout import modules_params, parse_config
+from qformats.validate import COULD_NOT_RUN, validate
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
+HOSTILE_DIR = FIXTURES / hb.FIXTURE_DIR
+# Not a speed target: a bound far above the 0.5 s match limit that only a hang can cross.
+HANG_S = 10.0
+
+CASE_PARAMS = [pytest.param(name, code, clause, id=name) for name, (_fn, code, clause) in hb.CASES.items()]
+
+
+def _ends_well(path: Path) -> tuple[str, list[str]]:
+    """Validate ``path``: (verdict, finding codes), or ("error", [code]) for a QFormatsError."""
+    try:
+        report = validate(str(path))
+    except QFormatsError as err:
+        return "error", [err.code]
+    return report.verdict, [f.code for f in report.findings]
+
+
+@pytest.mark.parametrize(("name", "code", "clause"), CASE_PARAMS)
+def test_hostile_fixture_is_a_finding_through_the_api(name, code, clause):
+    """Each of the five classes is reported with its code and clause, within a hang bound."""
+    start = time.monotonic()
+    report = validate(str(HOSTILE_DIR / name))
+    assert time.monotonic() - start < HANG_S
+    assert report.verdict == "invalid"
+    assert [(f.code, f.clause) for f in report.findings if f.code == code] == [(code, clause)]
+
+
+@pytest.mark.parametrize(("name", "code", "clause"), CASE_PARAMS)
+def test_hostile_fixture_is_exit_1_through_the_cli(name, code, clause):
+    """The CLI reports the finding (exit 1, JSON), never "internal error" (exit 2)."""
+    result = subprocess.run([sys.executable, "-m", "qformats.cli", "validate", "--json", str(HOSTILE_DIR / name)],
+                            capture_output=True, timeout=60)
+    assert result.returncode == 1, result.stderr
+    assert code in {f["code"] for f in json.loads(result.stdout)["findings"]}
+
+
+@pytest.mark.parametrize("rel", sorted(hb.fixture_files()))
+def test_hostile_fixture_regenerates_byte_identically(rel):
+    """fixtures-check: the builder reproduces every committed file byte for byte."""
+    assert (HOSTILE_DIR / rel).read_bytes() == hb.fixture_files()[rel]
+
+
+def test_hostile_manifest_entries_match():
+    """fixtures/manifest.json holds exactly the builder's cases."""
+    cases = {c["id"]: c for c in json.loads((FIXTURES / "manifest.json").read_text())["cases"]}
+    assert [cases.get(entry["id"]) for entry in hb.manifest_entries()] == hb.manifest_entries()
+
+
+# -- the rules themselves -----------------------------------------------------------------------
+
+@pytest.mark.parametrize("key", [
+    pytest.param("a{4294967296}", id="repeat-overflow"),
+    pytest.param("(" * 1500 + "a" + ")" * 1500, id="recursion"),
+    pytest.param("x" * 4097, id="too-long"),
+    pytest.param("+:[", id="re-error"),
+])
+def test_pattern_re_cannot_compile_is_gptq_config_invalid(key):
+    """GPTQ-6.6: "a pattern `re` cannot compile ... is refused before any module is matched"."""
+    with pytest.raises(QFormatsError) as exc:
+        parse_config({"bits": 4, "dynamic": {key: {}}})
+    assert (exc.value.code, exc.value.tensor) == ("gptq.config.invalid", "dynamic")
+
+
+def test_too_many_rules_is_gptq_config_invalid():
+    """GPTQ-6.6: "A config MUST have at most 4096 `dynamic` rules"."""
+    with pytest.raises(QFormatsError) as exc:
+        parse_config({"bits": 4, "dynamic": {f"r{i}": {} for i in range(4097)}})
+    assert exc.value.code == "gptq.config.invalid" and exc.value.actual == 4097
+
+
+def test_catastrophic_pattern_is_dynamic_unsafe():
+    """GPTQ-6.6: "Matching MUST finish on every module name of the checkpoint"."""
+    config, _ = parse_config({"bits": 4, "dynamic": {"-:(a+)+$": {}}})
+    start = time.monotonic()
+    with pytest.raises(QFormatsError) as exc:
+        modules_params(config, [hb.HOSTILE_NAME])
+    assert time.monotonic() - start < HANG_S
+    assert exc.value.code == "gptq.config.dynamic_unsafe"
+
+
+def test_matching_keeps_re_semantics():
+    """GPTQ-6.6: the first key whose pattern re.match-es the name decides; matching is anchored at the start."""
+    keys = ["-:.*lm_head", r"+:model\.layers\.1\.", ".*proj"]
+    names = ["lm_head", "model.layers.1.mlp.up_proj", "model.layers.0.mlp.up_proj", "xmodel.layers.1.x"]
+    assert first_matches(keys, names) == [0, 1, 2, None]
+
+
+def test_catastrophic_pattern_on_benign_names_is_not_flagged():
+    """A nested quantifier is refused only when re.match does not finish on the checkpoint's names."""
+    config, _ = parse_config({"bits": 4, "dynamic": {r"+:(\w+\.)+mlp": {"bits": 8}}})
+    params = modules_params(config, ["model.layers.0.mlp.up_proj", "model.layers.0.self_attn.q_proj"])
+    assert [p.bits for p in params.values()] == [8, 4]
+
+
+# -- symlinked shards (the Hugging Face cache layout) ---------------------------------------------
+
+def test_symlinked_shards_into_a_blobs_folder_are_followed(tmp_path):
+    """CKPT-3.1: "A shard that is a symbolic link is followed, wherever it points"."""
+    blobs, snapshot = tmp_path / "blobs", tmp_path / "snapshots" / "0123abc"
+    blobs.mkdir()
+    snapshot.mkdir(parents=True)
+    for i, (fname, blob) in enumerate(sorted(sb.sharded().items())):
+        (blobs / f"blob{i}").write_bytes(blob)
+        os.symlink(os.path.relpath(blobs / f"blob{i}", snapshot), snapshot / fname)
+    with open_checkpoint(snapshot) as ckpt:
+        assert ckpt.kind == "sharded" and sorted(ckpt.tensor_names()) == ["x.qweight", "y.qweight"]
+
+
+# -- fuzzing keeps generating the five shapes ---------------------------------------------------
+
+SHARD_NAMES = st.one_of(
+    st.text(min_size=0, max_size=300),
+    st.sampled_from([sb.S1 + "\0", "\ud800", "model-\udfff.safetensors", "x" * 256, ".", "..", "a/b", "a\\b"]),
+    st.builds(lambda s, c: s + c, st.just(sb.S1), st.sampled_from(["\0", "\ud800", "/", "\x01", "\u202e"])),
+)
+REGEX_ATOMS = ["a", ".", r"\.", "[a-z_.0-9]", r"\w", "x", "$", "^"]
+QUANT = ["+", "*", "?", "{2}", "{4294967296}", "{1,}", ""]
+
+
+@st.composite
+def hostile_patterns(draw) -> str:
+    """Nested groups, huge repeat counts and nested quantifiers: the shapes that broke the validator."""
+    depth = draw(st.sampled_from([1, 2, 3, 1200]))
+    body = draw(st.sampled_from(REGEX_ATOMS)) + draw(st.sampled_from(QUANT))
+    for _ in range(depth if depth < 10 else 0):
+        body = "(" + body + ")" + draw(st.sampled_from(QUANT))
+    if depth >= 10:
+        body = "(" * depth + body + ")" * depth
+    return draw(st.sampled_from(["", "+:", "-:"])) + body + draw(st.sampled_from(["", "$", "X$", "!"]))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(shard=SHARD_NAMES)
+def test_fuzzed_shard_names_end_in_a_report(tmp_path_factory, shard):
+    """Any shard name in an index ends in a report or a could-not-run QFormatsError."""
+    root = tmp_path_factory.mktemp("shard")
+    for fname, blob in hb.with_shard_name(shard).items():
+        (root / fname).write_bytes(blob)
+    verdict, codes = _ends_well(root)
+    assert verdict in ("valid", "invalid") or set(codes) <= COULD_NOT_RUN
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(pattern=hostile_patterns(), module=st.sampled_from([hb.HOSTILE_NAME, "model.layers.0.mlp.up_proj"]))
+def test_fuzzed_dynamic_patterns_end_in_a_report(tmp_path_factory, pattern, module):
+    """Any dynamic pattern against any module name ends in a report within the hang bound."""
+    root = tmp_path_factory.mktemp("dynamic")
+    for fname, blob in hb.with_dynamic({pattern: {}}, module=module).items():
+        (root / fname).write_bytes(blob)
+    start = time.monotonic()
+    verdict, codes = _ends_well(root)
+    assert time.monotonic() - start < HANG_S
+    assert verdict in ("valid", "invalid"), codes
