@@ -1,0 +1,78 @@
+"""The NumPy reference as conformance subjects, one function per format and op, called exactly as the
+contract calls any kernel (DESIGN.md §6). The suite must pass them 100 %: they are the ground truth
+run through the same door as everyone else.
+
+    qformats conformance kernel conformance.reference:gptq_dequantize_v1 --format gptq_v1 --op dequantize
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from qformats.formats import gptq, q4_k, spqr
+
+__all__ = ["gptq_dequantize_v1", "gptq_dequantize_v2", "gptq_matmul_v1", "gptq_matmul_v2", "gptq_pack_v1",
+           "gptq_pack_v2", "q4_k_dequantize", "q4_k_matmul", "q4_k_quantize", "spqr_dequantize", "spqr_matmul"]
+
+
+def _matmul(x: Any, w: np.ndarray) -> np.ndarray:
+    """float32 products and sums (QF-4.6) of float16 x and the reference W."""
+    return np.asarray(x, np.float16).astype(np.float32) @ np.asarray(w, np.float32).T
+
+
+def _gptq_w(version: str, qweight: Any, qzeros: Any, scales: Any, g_idx: Any, bits: int, group_size: int) -> np.ndarray:
+    layer = {"qweight": qweight, "qzeros": qzeros, "scales": scales, "g_idx": g_idx}
+    return gptq.dequantize(layer, bits=bits, version=version, group_size=group_size)
+
+
+def gptq_dequantize_v1(*, qweight, qzeros, scales, g_idx, bits, group_size):
+    return _gptq_w("v1", qweight, qzeros, scales, g_idx, bits, group_size)
+
+
+def gptq_dequantize_v2(*, qweight, qzeros, scales, g_idx, bits, group_size):
+    return _gptq_w("v2", qweight, qzeros, scales, g_idx, bits, group_size)
+
+
+def gptq_matmul_v1(*, qweight, qzeros, scales, g_idx, bits, group_size, x):
+    return _matmul(x, _gptq_w("v1", qweight, qzeros, scales, g_idx, bits, group_size))
+
+
+def gptq_matmul_v2(*, qweight, qzeros, scales, g_idx, bits, group_size, x):
+    return _matmul(x, _gptq_w("v2", qweight, qzeros, scales, g_idx, bits, group_size))
+
+
+def _pack(version: str, codes, zeros, scales, g_idx, bits, group_size) -> dict[str, np.ndarray]:
+    layer = gptq.pack(codes, zeros, scales, bits=bits, g_idx=g_idx, version=version, group_size=group_size)
+    return {name: layer.tensors[name] for name in ("qweight", "qzeros", "scales", "g_idx")}
+
+
+def gptq_pack_v1(*, codes, zeros, scales, g_idx, bits, group_size):
+    return _pack("v1", codes, zeros, scales, g_idx, bits, group_size)
+
+
+def gptq_pack_v2(*, codes, zeros, scales, g_idx, bits, group_size):
+    return _pack("v2", codes, zeros, scales, g_idx, bits, group_size)
+
+
+def q4_k_dequantize(*, blocks, rows, n):
+    return q4_k.dequantize(blocks)
+
+
+def q4_k_matmul(*, blocks, rows, n, x):
+    return _matmul(x, q4_k.dequantize(blocks))
+
+
+def q4_k_quantize(*, x):
+    return q4_k.quantize(x)
+
+
+def spqr_dequantize(*, dense_weights, row_offsets, col_vals, in_perm, m, n):
+    layer = {"dense_weights": dense_weights, "row_offsets": row_offsets, "col_vals": col_vals, "in_perm": in_perm}
+    return spqr.dequantize(layer, m=m, n=n)
+
+
+def spqr_matmul(*, dense_weights, row_offsets, col_vals, in_perm, m, n, x):
+    return _matmul(x, spqr_dequantize(dense_weights=dense_weights, row_offsets=row_offsets, col_vals=col_vals,
+                                      in_perm=in_perm, m=m, n=n))

@@ -1,0 +1,161 @@
+"""Run a subject through the case matrix of its format and op, and judge every answer.
+
+    result = run_kernel("mylib.ops:dequant", fmt="gptq_v2", op="dequantize")
+    result.counts            # {"pass": 168, "fail": 0, ...}
+    result.conforms          # no case failed or errored
+
+Statuses: ``pass``; ``fail`` (a wrong answer); ``error`` (the subject raised on a conforming input,
+hung past the per-case limit, crashed, or returned the wrong shape or dtype); ``not-applicable``
+(outside the declared features); ``expected-failure`` (a declared known failure, with its reason);
+``warning`` (informative cases that differ, declared ``wrap`` decoding of non-conforming input, an
+expected failure that passed, a writer below the quality of the reference). Only ``fail`` and
+``error`` break conformance.
+"""
+
+from __future__ import annotations
+
+import zlib
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from qformats.cases import READ_OPS, Case, case_digest
+from qformats.errors import fail
+from qformats.formats.registry import Face, subject_format
+
+from . import judges
+from .catalog import pinned_digests, third_party_cases
+from .subject import SubjectDeclaration, SubjectProcess
+
+__all__ = ["CaseResult", "RunResult", "run_kernel", "select_cases", "matmul_input", "STATUSES"]
+
+STATUSES = ("pass", "fail", "error", "not-applicable", "expected-failure", "warning")
+BATCHES = (1, 4, 16)
+
+
+@dataclass(frozen=True)
+class CaseResult:
+    id: str
+    status: str
+    clauses: tuple[str, ...]
+    detail: str
+    seconds: float = 0.0
+
+    def as_json(self) -> dict[str, Any]:
+        return {"id": self.id, "status": self.status, "clauses": list(self.clauses), "detail": self.detail}
+
+
+@dataclass
+class RunResult:
+    subject: str
+    format: str
+    op: str
+    cases: list[CaseResult] = field(default_factory=list)
+
+    @property
+    def counts(self) -> dict[str, int]:
+        return {s: sum(c.status == s for c in self.cases) for s in STATUSES}
+
+    @property
+    def conforms(self) -> bool:
+        return not any(c.status in ("fail", "error") for c in self.cases)
+
+    def coverage(self) -> dict[str, dict[str, int]]:
+        """Per clause: how many cases exercised it and how many of those passed."""
+        table: dict[str, dict[str, int]] = {}
+        for c in self.cases:
+            for clause in c.clauses:
+                row = table.setdefault(clause, {"cases": 0, "pass": 0})
+                row["cases"] += 1
+                row["pass"] += c.status == "pass"
+        return dict(sorted(table.items()))
+
+    def as_json(self) -> dict[str, Any]:
+        return {"subject": self.subject, "format": self.format, "op": self.op, "counts": self.counts,
+                "cases": [c.as_json() for c in self.cases], "coverage": self.coverage()}
+
+
+def select_cases(fmt: str, op: str, pattern: str | None = None) -> list[Case]:
+    """The matrix of ``fmt`` and ``op``: reference-made cases, then the real tools' vectors."""
+    import re
+
+    face = subject_format(fmt)
+    if op not in face.ops[fmt]:
+        raise fail("argument.invalid", "op", f"one of {', '.join(face.ops[fmt])} for {fmt}", op)
+    chosen = [c for c in list(face.cases()) + third_party_cases(face.name) if c.format == fmt and op in c.ops]
+    if pattern is not None:
+        chosen = [c for c in chosen if re.search(pattern, c.id)]
+    return chosen
+
+
+def matmul_input(case: Case, k: int) -> np.ndarray:
+    """x float16 (batch, in): batch 1, 4 or 16 by case, uniform in [-1, 1) (or [0, 1) for x:nonnegative)."""
+    seed = zlib.crc32((case.id + "/x").encode())
+    rng = np.random.default_rng(seed)
+    batch = BATCHES[seed % len(BATCHES)]
+    low = 0.0 if "x:nonnegative" in case.features else -1.0
+    return rng.uniform(low, 1.0, (batch, k)).astype(np.float16)
+
+
+def _call_arrays(case: Case, op: str, face: Face) -> tuple[dict[str, np.ndarray], np.ndarray | None]:
+    arrays = dict(case.inputs)
+    x = None
+    if op == "matmul":
+        x = matmul_input(case, face.reference(case).shape[1])
+        arrays["x"] = x
+    return arrays, x
+
+
+def _judge_one(case: Case, op: str, face: Face, decl: SubjectDeclaration, proc: SubjectProcess,
+               digests: dict[str, str]) -> CaseResult:
+    def result(status: str, detail: str, seconds: float = 0.0) -> CaseResult:
+        return CaseResult(case.id, status, case.clauses, detail, seconds)
+
+    unsupported = decl.unsupported(case.features)
+    if unsupported:
+        return result("not-applicable", f"outside the declared features: {', '.join(unsupported)}")
+    pinned = digests.get(case.id)
+    if case.provenance.get("source") == "qformats-reference" and pinned != case_digest(case):
+        why = "has no pinned sha256" if pinned is None else "regenerated to bytes other than the pinned sha256"
+        return result("error", f"case data {why}: the generator drifted (numpy {np.__version__}); "
+                               "not run, so that no subject is judged on unproven data")
+    arrays, x = _call_arrays(case, op, face)
+    answer = proc.call(arrays, dict(case.params))
+    status, detail = judges.judge(case, op, face, decl, answer, x)
+    reason = decl.expected_failure(case.id)
+    if reason is not None and status in ("fail", "error"):
+        status, detail = "expected-failure", f"{reason} ({detail})"
+    elif reason is not None and status == "pass":
+        status, detail = "warning", f"declared as an expected failure ({reason}) but passed: remove the entry"
+    return result(status, detail, answer.seconds)
+
+
+def run_kernel(entry: str, *, fmt: str, op: str, device: str | None = None, declaration: SubjectDeclaration | None = None,
+               jobs: int = 1, timeout: float = 60.0, pattern: str | None = None,
+               progress: Callable[[CaseResult], None] | None = None) -> RunResult:
+    """Run ``entry`` (``module:function``) on every case of ``fmt`` / ``op``; never raises for the
+    subject's behaviour (only for bad arguments, as QFormatsError ``argument.invalid``)."""
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+        raise fail("argument.invalid", "jobs", "an integer of at least 1", jobs)
+    if device not in (None, "cpu", "cuda") and not str(device).startswith("cuda:"):
+        raise fail("argument.invalid", "device", "cpu or cuda (or cuda:N); omit it for NumPy arrays", device)
+    face = subject_format(fmt)
+    decl = declaration or SubjectDeclaration()
+    cases = select_cases(fmt, op, pattern)
+    digests = pinned_digests()
+    shards = [cases[i::jobs] for i in range(min(jobs, max(1, len(cases))))]
+
+    def run_shard(shard: list[Case]) -> list[CaseResult]:
+        out = []
+        with SubjectProcess(entry, device=device, timeout=timeout) as proc:
+            for case in shard:
+                out.append(_judge_one(case, op, face, decl, proc, digests))
+                if progress is not None:
+                    progress(out[-1])
+        return out
+
+    with ThreadPoolExecutor(max_workers=len(shards)) as pool:
+        done = {r.id: r for rs in pool.map(run_shard, shards) for r in rs}
+    return RunResult(subject=entry, format=fmt, op=op, cases=[done[c.id] for c in cases])

@@ -1,0 +1,78 @@
+"""Conformance cases: the data a kernel or writer is called with, and what its answer is judged by.
+
+A case is data plus one expectation (ONNX's ``expect``): the keyword arrays of the call as the
+on-disk tensors (``inputs``), its scalar keywords (``params``), data only the judge sees (``aux``:
+the logical codes behind a packed layer, say), the clauses it exercises and feature tags (DESIGN.md
+§5). Each format package builds its own cases (``qformats/formats/<name>/cases.py``) from the
+reference encoders with a fixed seed; :func:`case_digest` is the sha256 the fixture manifest pins,
+so a case regenerated on another machine is proven to be the same bytes before it is run.
+
+``expect`` says what a conforming subject does with the case:
+
+- ``values``: returns the reference values (dequantize, matmul, pack, quantize);
+- ``reject``: the input is non-conforming and a reader must raise (GPTQ-3.4 v1 zero-0 fields),
+  a writer must refuse it (GPTQ v1 zero point 0);
+- ``informative``: the spec leaves the result open (q4_K inf/NaN super-scales, Q4K-3.3); compared
+  NaN-aware, a difference is a warning, never a failure.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import struct
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+
+__all__ = ["Case", "case_bytes", "case_digest", "READ_OPS", "Expect"]
+
+READ_OPS = ("dequantize", "matmul")
+Expect = Literal["values", "reject", "informative"]
+
+
+@dataclass(frozen=True)
+class Case:
+    """One conformance case (see the module docstring)."""
+
+    id: str
+    format: str                                   # subject format: gptq_v1 | gptq_v2 | q4_k | spqr
+    ops: tuple[str, ...]                          # the ops it serves: dequantize/matmul, pack, quantize
+    inputs: Mapping[str, np.ndarray]
+    params: Mapping[str, int]
+    clauses: tuple[str, ...]
+    features: tuple[str, ...]
+    expect: Expect = "values"
+    aux: Mapping[str, np.ndarray] = field(default_factory=dict)
+    provenance: Mapping[str, str] = field(default_factory=lambda: {"source": "qformats-reference"})
+    description: str = ""
+
+    def feature(self, key: str) -> list[str]:
+        """Values of the ``key:value`` feature tags (``bits:3`` -> ``["3"]``)."""
+        return [f.split(":", 1)[1] for f in self.features if f.startswith(key + ":")]
+
+
+def _frame(blob: bytes) -> bytes:
+    return struct.pack("<Q", len(blob)) + blob
+
+
+def case_bytes(case: Case) -> bytes:
+    """The canonical bytes of a case: its description as sorted JSON, then each array (sorted by
+    name) as ``group.name:dtype:shape`` and its little-endian bytes, each part length-prefixed."""
+    head = {"id": case.id, "format": case.format, "ops": list(case.ops), "params": dict(case.params),
+            "clauses": list(case.clauses), "features": list(case.features), "expect": case.expect}
+    parts = [_frame(json.dumps(head, sort_keys=True).encode())]
+    for group, arrays in (("inputs", case.inputs), ("aux", case.aux)):
+        for name in sorted(arrays):
+            a = np.ascontiguousarray(arrays[name])
+            a = a.astype(a.dtype.newbyteorder("<"), copy=False)
+            parts.append(_frame(f"{group}.{name}:{a.dtype.str}:{list(a.shape)}".encode()))
+            parts.append(_frame(a.tobytes()))
+    return b"".join(parts)
+
+
+def case_digest(case: Case) -> str:
+    """sha256 of :func:`case_bytes`: what fixtures/manifest.json pins for a regenerated case."""
+    return hashlib.sha256(case_bytes(case)).hexdigest()

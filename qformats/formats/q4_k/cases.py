@@ -1,0 +1,170 @@
+"""q4_K conformance cases (spec/q4_k.md): decoder blocks no encoder makes, and encoder inputs.
+
+Decoder cases (``dequantize``, ``matmul``) are 2 rows x 512 weights (four 144-byte blocks) of random
+bytes with ``d`` / ``dmin`` forced into one class each::
+
+    class              d, dmin (fp16)                       clause
+    random_bits        random finite                        Q4K-5.5: every scales/qs pattern is valid
+    subnormal          2^-24 .. 2^-15 (fp16 subnormals)     Q4K-3.2
+    zero               +0 / -0                              Q4K-3.2
+    negative           negative normals                     Q4K-5.4: negative scales are valid
+    max                +-65504                              Q4K-3.2
+    zero_scale_codes   finite d, sc = 0 with codes != 0     Q4K-5.5
+    nonfinite          inf / -inf / NaN (informative)       Q4K-3.3
+
+plus an n = 4096 case of non-negative weights (dmin = 0) for long matmul sums. Encoder cases
+(``quantize``) are float32 rows of the shapes llama.cpp's golden categories name; the reference
+bytes (``quantize_row_q4_K_ref``) are the byte-identity level, valid blocks the conformance level.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Iterator
+
+import numpy as np
+
+from ...cases import Case
+from ...errors import QFormatsError
+from ...numerics import fp16_from_bits
+from .checks import check_blocks
+from .codec import dequantize, pack_scales, quantize
+from .layout import BLOCK_BYTES, QK_K, SCALES_OFFSET
+
+__all__ = ["cases", "reference", "judge_quantize", "FORMATS"]
+
+FORMATS = ("q4_k",)
+ROWS, N = 2, 512
+FP16_MAX = 65504.0
+
+
+def _rng(case_id: str) -> np.random.Generator:
+    return np.random.default_rng(zlib.crc32(case_id.encode()))
+
+
+def _fp16_bytes(values: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(values.astype("<f2")).view(np.uint8).reshape(*values.shape, 2)
+
+
+def _scale_class(rng: np.random.Generator, name: str, size: int) -> np.ndarray:
+    """``size`` float16 values of one class of ``d`` / ``dmin``."""
+    if name == "subnormal":
+        return fp16_from_bits(rng.integers(1, 0x0400, size).astype(np.uint16))
+    if name == "zero":
+        return np.where(rng.random(size) < 0.5, np.float16(0.0), np.float16(-0.0)).astype(np.float16)
+    if name == "negative":
+        return -rng.uniform(2.0 ** -14, 1.0, size).astype(np.float16)
+    if name == "max":
+        return np.where(rng.random(size) < 0.5, FP16_MAX, -FP16_MAX).astype(np.float16)
+    if name == "nonfinite":
+        return rng.choice(np.array([np.inf, -np.inf, np.nan], np.float16), size)
+    return rng.uniform(-1.0, 1.0, size).astype(np.float16) * np.float16(2.0 ** -4)
+
+
+def _blocks(case_id: str, d_class: str, rows: int = ROWS, n: int = N) -> np.ndarray:
+    rng = _rng(case_id)
+    nb = rows * n // QK_K
+    blk = rng.integers(0, 256, (nb, BLOCK_BYTES), dtype=np.uint8)
+    blk[:, 0:2] = _fp16_bytes(_scale_class(rng, d_class, nb))
+    blk[:, 2:4] = _fp16_bytes(_scale_class(rng, d_class if d_class != "random_bits" else "normal", nb))
+    if d_class == "zero_scale_codes":       # sub-blocks 0 and 5 get sc = 0; the codes stay random
+        sc = rng.integers(1, 64, (nb, 8), dtype=np.uint8)
+        sc[:, [0, 5]] = 0
+        blk[:, SCALES_OFFSET:SCALES_OFFSET + 12] = pack_scales(sc, rng.integers(0, 64, (nb, 8), dtype=np.uint8))
+    return blk.reshape(rows, n // QK_K * BLOCK_BYTES)
+
+
+D_CLASSES = {"random_bits": "Q4K-5.5", "subnormal": "Q4K-3.2", "zero": "Q4K-3.2", "negative": "Q4K-5.4",
+             "max": "Q4K-3.2", "zero_scale_codes": "Q4K-5.5", "nonfinite": "Q4K-3.3"}
+
+
+def _read_cases() -> Iterator[Case]:
+    for d_class, clause in D_CLASSES.items():
+        for seed in range(2):
+            case_id = f"q4_k/read/{d_class}_{seed}"
+            yield Case(id=case_id, format="q4_k", ops=("dequantize", "matmul"),
+                       inputs={"blocks": _blocks(case_id, d_class)}, params={"rows": ROWS, "n": N},
+                       clauses=("Q4K-1.4", "Q4K-1.5", "Q4K-3.1", clause), features=(f"d:{d_class}",),
+                       expect="informative" if d_class == "nonfinite" else "values")
+    rng = _rng("q4_k/accumulation")
+    blocks = _blocks("q4_k/accumulation", "random_bits", rows=8, n=4096).reshape(-1, BLOCK_BYTES)
+    blocks[:, 0:2] = _fp16_bytes(rng.uniform(2.0 ** -12, 2.0 ** -8, blocks.shape[0]).astype(np.float16))
+    blocks[:, 2:4] = 0                       # dmin = 0: every weight d*sc*q >= 0
+    yield Case(id="q4_k/read/n4096_nonnegative", format="q4_k", ops=("matmul",),
+               inputs={"blocks": blocks.reshape(8, -1)}, params={"rows": 8, "n": 4096},
+               clauses=("Q4K-3.1", "QF-4.6"), features=("d:random_bits", "x:nonnegative", "k:4096"))
+
+
+# Encoder inputs, after the golden set's categories (fixtures/third_party/llama.cpp/q4_k).
+def _x(kind: str, rng: np.random.Generator) -> np.ndarray:
+    shape = (ROWS, N)
+    if kind == "gaussian":
+        return rng.normal(0, 1, shape)
+    if kind == "gaussian_outliers":
+        x = rng.normal(0, 0.02, shape)
+        x[rng.random(shape) < 0.01] *= 200
+        return x
+    if kind == "all_positive":
+        return rng.exponential(0.1, shape)
+    if kind == "all_negative":
+        return -rng.exponential(0.1, shape)
+    if kind == "zeros":
+        x = rng.normal(0, 1, shape)
+        x[:, :QK_K] = 0.0
+        x[:, QK_K:QK_K + 32] = -0.0
+        return x
+    if kind == "constants":
+        return np.repeat(rng.normal(0, 1, (ROWS, N // 32, 1)), 32, axis=2).reshape(shape)
+    if kind == "tiny":
+        return rng.normal(0, 2.0 ** -20, shape)
+    return rng.normal(0, 1000.0, shape)        # "huge": large but valid scales
+
+
+X_KINDS = ("gaussian", "gaussian_outliers", "all_positive", "all_negative", "zeros", "constants", "tiny", "huge")
+
+
+def _quantize_cases() -> Iterator[Case]:
+    for kind in X_KINDS:
+        case_id = f"q4_k/quantize/{kind}"
+        x = _x(kind, _rng(case_id)).astype(np.float32)
+        yield Case(id=case_id, format="q4_k", ops=("quantize",), inputs={"x": x}, params={},
+                   clauses=("Q4K-4.3", "Q4K-5.4", "Q4K-6.3"), features=(f"x:{kind}",))
+
+
+def cases() -> Iterator[Case]:
+    """Every reference-made q4_K case, in a fixed order."""
+    yield from _read_cases()
+    yield from _quantize_cases()
+
+
+def reference(case: Case) -> np.ndarray:
+    """Decoder cases: ``dequantize_row_q4_K``'s float32 ``(rows, n)``; encoder cases: the reference bytes."""
+    if "quantize" in case.ops:
+        return quantize(case.inputs["x"])
+    return dequantize(case.inputs["blocks"])
+
+
+QUALITY_FACTOR = 2.0   # a valid encoder more than twice the reference's RMS error gets a warning (Q4K-6.3)
+
+
+def judge_quantize(case: Case, op: str, arrays: dict[str, np.ndarray], kind: str) -> tuple[str, str]:
+    """An encoder's answer: valid blocks (Q4K-5) conform (Q4K-6.3); the reference bytes are the
+    reference-equivalent level (Q4K-6.2); quality is informative (a warning, never a failure)."""
+    expected = reference(case)
+    blocks = arrays.get("result")
+    if kind != "array" or blocks is None or blocks.dtype != np.uint8 or blocks.shape != expected.shape:
+        got = "nothing" if blocks is None else f"{blocks.dtype}{list(blocks.shape)}"
+        return "error", f"returned {got}, expected uint8{list(expected.shape)} blocks"
+    try:
+        check_blocks(blocks, tensor="blocks", finite=True)
+    except QFormatsError as err:
+        return "fail", f"wrote invalid blocks: {err}"
+    if np.array_equal(blocks, expected):
+        return "pass", "byte-identical to quantize_row_q4_K_ref (reference-equivalent, Q4K-6.2)"
+    x = case.inputs["x"].astype(np.float64)
+    rms = lambda b: float(np.sqrt(np.mean((dequantize(b).astype(np.float64) - x) ** 2)))  # noqa: E731
+    mine, ref = rms(blocks), rms(expected)
+    if mine > QUALITY_FACTOR * ref + 1e-30:
+        return "warning", f"valid blocks (Q4K-6.3), but RMS error {mine:.4g} is over {QUALITY_FACTOR:g}x " \
+                          f"the reference encoder's {ref:.4g}"
+    return "pass", f"valid blocks (conforming, Q4K-6.3), not byte-identical; RMS error {mine:.4g} (reference {ref:.4g})"
