@@ -60,8 +60,8 @@ def _equal(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 def first_mismatches(bad: np.ndarray, actual: np.ndarray, expected: np.ndarray, k: int = 5) -> str:
     """numpy.testing style: ``n / N`` mismatched and the first ``k`` indices with both values."""
     idx = np.argwhere(bad)[:k]
-    shown = ", ".join(f"[{', '.join(map(str, i))}] actual {actual[tuple(i)]!r} expected {expected[tuple(i)]!r}"
-                      for i in idx)
+    shown = ", ".join(f"[{', '.join(map(str, i))}] actual {float(actual[tuple(i)]):.9g} "
+                      f"expected {float(expected[tuple(i)]):.9g}" for i in idx)
     return f"{int(bad.sum())} / {bad.size} mismatched; first: {shown}"
 
 

@@ -136,7 +136,8 @@ def run_kernel(entry: str, *, fmt: str, op: str, device: str | None = None, decl
                jobs: int = 1, timeout: float = 60.0, pattern: str | None = None,
                progress: Callable[[CaseResult], None] | None = None) -> RunResult:
     """Run ``entry`` (``module:function``) on every case of ``fmt`` / ``op``; never raises for the
-    subject's behaviour (only for bad arguments, as QFormatsError ``argument.invalid``)."""
+    subject's behaviour, only for bad arguments or a subject that cannot be imported (QFormatsError
+    ``argument.invalid``: "could not run")."""
     if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
         raise fail("argument.invalid", "jobs", "an integer of at least 1", jobs)
     if device not in (None, "cpu", "cuda") and not str(device).startswith("cuda:"):
@@ -144,6 +145,10 @@ def run_kernel(entry: str, *, fmt: str, op: str, device: str | None = None, decl
     face = subject_format(fmt)
     decl = declaration or SubjectDeclaration()
     cases = select_cases(fmt, op, pattern)
+    with SubjectProcess(entry, device=device, timeout=timeout) as probe:    # import it once, apart from us
+        problem = probe.start()
+    if problem is not None:
+        raise fail("argument.invalid", "subject", "an importable MODULE:FUNCTION", problem)
     digests = pinned_digests()
     shards = [cases[i::jobs] for i in range(min(jobs, max(1, len(cases))))]
 

@@ -122,7 +122,8 @@ class SubjectProcess:
 
     # -- process life ------------------------------------------------------------------------
     def _start(self) -> None:
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+        path = [p or os.getcwd() for p in sys.path]          # "" is the current directory
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(path))
         self.proc = subprocess.Popen([sys.executable, "-m", "conformance.worker", self.entry, self.device,
                                       str(self.memory)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=self._stderr, env=env)
@@ -181,15 +182,19 @@ class SubjectProcess:
             raise WireError("header is not an object")
         return header, self._read(n_payload, deadline)
 
-    def call(self, arrays: dict[str, np.ndarray], scalars: dict[str, Any]) -> Answer:
-        """Call the subject with keyword ``arrays`` and ``scalars``; never raises for its behaviour."""
+    def start(self) -> str | None:
+        """Start the process if it is not running; the load error, if the subject cannot be imported."""
         if self.proc is None and self.load_error is None:
             try:
                 self._start()
             except (TimeoutError, WireError, ValueError, OSError) as exc:
                 self.load_error = f"the subject did not start: {type(exc).__name__} {exc} {self._stderr_tail()}"
                 self.close()
-        if self.load_error is not None:
+        return self.load_error
+
+    def call(self, arrays: dict[str, np.ndarray], scalars: dict[str, Any]) -> Answer:
+        """Call the subject with keyword ``arrays`` and ``scalars``; never raises for its behaviour."""
+        if self.start() is not None:
             return Answer("load_error", message=self.load_error)
         descs, blob = pack_arrays(arrays)
         start = time.monotonic()

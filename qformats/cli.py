@@ -6,10 +6,13 @@ Exit codes: 0 success / valid, 1 invalid input, 2 could not run (bad usage, inte
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 
 from .errors import QFormatsError
 from .validate import FORMATS
+
+SUBJECT_FORMATS = ("gptq_v1", "gptq_v2", "q4_k", "spqr")
 
 __all__ = ["main"]
 
@@ -89,6 +92,62 @@ def _cmd_convert(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_conformance_kernel(args: argparse.Namespace) -> int:
+    from conformance import load_declaration, run_kernel
+    from conformance.report import to_json, to_junit, to_text
+
+    total = [0]
+
+    def tick(_case) -> None:
+        total[0] += 1
+        sys.stderr.write(f"\r{total[0]} cases run")
+        sys.stderr.flush()
+
+    result = run_kernel(args.entry, fmt=args.format, op=args.op, device=args.device,
+                        declaration=load_declaration(args.subject_file), jobs=args.jobs, timeout=args.timeout,
+                        pattern=args.cases, progress=tick if sys.stderr.isatty() else None)
+    if total[0]:
+        sys.stderr.write("\n")
+    if args.junit:
+        with open(args.junit, "w", encoding="utf-8") as fh:
+            fh.write(to_junit(result))
+    sys.stdout.write(to_json(result) + "\n" if args.json else to_text(result, verbose=args.verbose))
+    return 0 if result.conforms else 1
+
+
+def _cmd_conformance_checkpoint(args: argparse.Namespace) -> int:
+    from conformance.checkpoint import check_checkpoint, to_text
+
+    table = check_checkpoint(args.path)
+    sys.stdout.write(json.dumps(table, indent=1) + "\n" if args.json else to_text(table))
+    return 0 if table["verdict"] == "valid" else 1
+
+
+def _conformance_parser(sub) -> None:
+    conf = sub.add_parser("conformance", help="judge a kernel, writer or checkpoint against the spec's cases")
+    what = conf.add_subparsers(dest="subject", required=True)
+    ker = what.add_parser("kernel", help="run MODULE:FUNC through the case matrix of a format and op; "
+                                         "exit 0 conforms, 1 a case failed or errored, 2 could not run")
+    ker.add_argument("entry", help="the subject, MODULE:FUNCTION (importable from the current environment)")
+    ker.add_argument("--format", required=True, choices=SUBJECT_FORMATS)
+    ker.add_argument("--op", default="dequantize", choices=("dequantize", "matmul", "pack", "quantize"))
+    ker.add_argument("--device", default=None, help="pass torch tensors on this device (cpu, cuda); "
+                                                     "default: NumPy arrays")
+    ker.add_argument("--subject-file", help="JSON declaration: supported features, expected failures with reasons")
+    ker.add_argument("--cases", help="only cases whose id matches this regular expression")
+    ker.add_argument("--jobs", type=int, default=1, help="subject processes in parallel")
+    ker.add_argument("--timeout", type=float, default=60.0, help="seconds per case before the subject is "
+                                                                 "called hung and restarted")
+    ker.add_argument("--json", action="store_true", help="print the JSON report")
+    ker.add_argument("--junit", metavar="FILE", help="also write a JUnit XML report")
+    ker.add_argument("-v", "--verbose", action="store_true", help="list every non-passing case")
+    ker.set_defaults(run=_cmd_conformance_kernel)
+    ck = what.add_parser("checkpoint", help="validate a checkpoint and tell which real readers decode it correctly")
+    ck.add_argument("path")
+    ck.add_argument("--json", action="store_true")
+    ck.set_defaults(run=_cmd_conformance_checkpoint)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="qformats", description="Quantized weight formats: spec tools.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -120,6 +179,7 @@ def build_parser() -> argparse.ArgumentParser:
     conv.add_argument("--source-version", choices=("v1", "v2"),
                       help="what the stored zeros really are, overriding a wrong checkpoint_format label")
     conv.set_defaults(run=_cmd_convert)
+    _conformance_parser(sub)
     return parser
 
 
