@@ -13,8 +13,6 @@ import json
 from functools import lru_cache
 from pathlib import Path
 
-import numpy as np
-
 from qformats.cases import Case
 
 __all__ = ["DATA", "DIGESTS", "pinned_digests", "third_party_cases", "THIRD_PARTY"]
@@ -33,30 +31,25 @@ def pinned_digests() -> dict[str, str]:
         return {}
 
 
-def _load(path: Path) -> tuple[dict[str, np.ndarray], dict]:
-    from safetensors.numpy import load
-    from qformats.containers.safetensors import read_header_bytes
-
-    blob = path.read_bytes()
-    header = read_header_bytes(blob, name=str(path))       # our hardened reader checks it first
-    meta = json.loads((header.metadata or {}).get("cases", "[]"))
-    return load(blob), {"cases": meta}
-
-
 @lru_cache(maxsize=None)
 def _third_party(name: str) -> tuple[Case, ...]:
     path = THIRD_PARTY / f"{name}.safetensors"
     if not path.is_file():
         return ()
-    arrays, meta = _load(path)
+    from safetensors.numpy import load
+
+    from qformats.containers.safetensors import read_header_bytes
+
+    blob = path.read_bytes()
+    header = read_header_bytes(blob, name=str(path))          # our hardened reader checks it first
+    arrays = load(blob)
     out = []
-    for c in meta["cases"]:
-        prefix = c["id"] + "/"
-        inputs = {k.removeprefix(prefix + "in."): v for k, v in arrays.items() if k.startswith(prefix + "in.")}
-        aux = {k.removeprefix(prefix + "aux."): v for k, v in arrays.items() if k.startswith(prefix + "aux.")}
-        out.append(Case(id=c["id"], format=c["format"], ops=tuple(c["ops"]), inputs=inputs, aux=aux,
-                        params=c["params"], clauses=tuple(c["clauses"]), features=tuple(c["features"]),
-                        expect=c["expect"], provenance=c["provenance"], description=c.get("description", "")))
+    for c in json.loads((header.metadata or {}).get("cases", "[]")):
+        out.append(Case(id=c["id"], format=c["format"], ops=tuple(c["ops"]),
+                        inputs={k: arrays[v] for k, v in c["inputs"].items()},
+                        aux={k: arrays[v] for k, v in c["aux"].items()}, params=c["params"],
+                        clauses=tuple(c["clauses"]), features=tuple(c["features"]), expect=c["expect"],
+                        provenance=c["provenance"], description=c.get("description", "")))
     return tuple(out)
 
 

@@ -75,8 +75,9 @@ def judge(case: Case, op: str, face: Face, decl: SubjectDeclaration, answer: Ans
     if answer.status != "ok":
         return "error", describe(answer)
     if op in ("pack", "quantize"):
-        return face.judge_writer(case, op, answer.arrays, answer.kind)
-    status, detail = _values(case, op, face, answer, x, face.reference(case))
+        status, detail = face.judge_writer(case, op, answer.arrays, answer.kind)
+    else:
+        status, detail = _values(case, op, face, answer, x, face.reference(case))
     if case.expect == "informative" and status == "fail":
         return "warning", f"informative case ({', '.join(case.clauses[-1:])}): {detail}"
     return status, detail
