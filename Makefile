@@ -4,7 +4,15 @@ VENV    := .venv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed-test
 
-.PHONY: demo test bench fixtures-check clean
+.PHONY: demo test bench fixtures-check real-subjects clean
+
+# A second environment for the real libraries judged as conformance subjects (GPTQModel on CPU:
+# torch 2.13.0+cpu, its import dependencies, gptqmodel itself without dependencies; notes gptq.md §9).
+# A failed install leaves no stamp: tests/conformance/test_real_libraries.py then skips, saying why.
+REAL       := $(VENV)/real
+REAL_STAMP := $(REAL)/.installed
+REAL_DEPS  := torch==2.13.0 "transformers>=5.20.2" "accelerate>=1.15.0" threadpoolctl packaging device-smi \
+              protobuf pillow requests pypcre tokenicer logbar dill defuser
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -17,8 +25,16 @@ $(STAMP): $(BIN)/python pyproject.toml
 demo: $(STAMP)
 	$(BIN)/python -m qformats.demo
 
-test: $(STAMP)
+test: $(STAMP) real-subjects
 	$(BIN)/python -m pytest -q
+
+real-subjects: $(STAMP)
+	@test -f $(REAL_STAMP) || { \
+	  $(PY) -m venv $(REAL) && $(REAL)/bin/python -m pip install -q --upgrade pip && \
+	  $(REAL)/bin/python -m pip install -q $(REAL_DEPS) && \
+	  $(REAL)/bin/python -m pip install -q --no-deps gptqmodel==7.7.0 && \
+	  $(REAL)/bin/python -m pip install -q -e . && touch $(REAL_STAMP); \
+	} > $(VENV)/real-install.log 2>&1 || echo "real subjects: install failed, see $(VENV)/real-install.log"
 
 bench: $(STAMP)
 	$(BIN)/python -m pip install -q -e '.[test,bench]'

@@ -1,0 +1,66 @@
+"""Real libraries as conformance subjects: what each passes and fails, pinned (README "Real libraries").
+
+gguf-py is a test dependency; GPTQModel runs from the second environment ``make real-subjects``
+builds (.venv/real). The expected outcomes below are what the suite measured; a change in either
+library or in the suite shows up here first.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conformance import run_kernel
+
+ROOT = Path(__file__).resolve().parents[2]
+REAL_PYTHON = ROOT / ".venv" / "real" / "bin" / "python"
+REAL_STAMP = ROOT / ".venv" / "real" / ".installed"
+
+
+def test_gguf_py_dequantize_conforms():
+    """gguf-py 0.19 quants.dequantize(Q4_K) passes every q4_K decoder case, llama.cpp's rows included."""
+    result = run_kernel("conformance.adapters.gguf_py:q4_k_dequantize", fmt="q4_k", op="dequantize", jobs=2)
+    assert result.conforms and result.counts["pass"] == len(result.cases) > 70
+
+
+def test_gguf_py_has_no_q4_k_encoder():
+    """gguf-py's quants.quantize raises NotImplementedError for Q4_K: every encoder case is an error."""
+    result = run_kernel("conformance.adapters.gguf_py:q4_k_quantize", fmt="q4_k", op="quantize", pattern="^q4_k/quantize/gaussian$")
+    assert [c.status for c in result.cases] == ["error"]
+    assert "NotImplementedError" in result.cases[0].detail
+
+
+def _real(entry: str, fmt: str, *extra: str) -> dict:
+    if not REAL_STAMP.exists():
+        log = ROOT / ".venv" / "real-install.log"
+        tail = log.read_text().strip().splitlines()[-1:] if log.exists() else ["make real-subjects was not run"]
+        pytest.skip(f"GPTQModel environment not built: {tail[0][:200]}")
+    done = subprocess.run([str(REAL_PYTHON), "-m", "qformats", "conformance", "kernel", entry, "--format", fmt,
+                           "--json", "--jobs", "2", *extra], capture_output=True, text=True, cwd=ROOT, timeout=600)
+    assert done.returncode in (0, 1), done.stderr[-2000:]
+    return json.loads(done.stdout)
+
+
+def test_gptqmodel_v2_dequantize_conforms():
+    """GPTQModel 7.7.0 TorchLinear.dequantize_weight on gptq_v2 tensors: every case passes."""
+    report = _real("conformance.adapters.gptqmodel:dequantize_v2", "gptq_v2")
+    assert report["counts"]["pass"] == len(report["cases"]) > 80
+
+
+def test_gptqmodel_v1_decodes_zero0_fields_silently():
+    """GPTQModel's v1 loader passes every conforming case and decodes every zero-0 layer instead of
+    rejecting it (GPTQ-3.4); declared as wrap, its whole-word +0x11.. add is right only where no carry
+    reaches a neighbouring field (the top field), as GPTQ-4.1's worked example says."""
+    report = _real("conformance.adapters.gptqmodel:dequantize_v1", "gptq_v1")
+    failed = sorted(c["id"] for c in report["cases"] if c["status"] == "fail")
+    assert report["counts"]["pass"] == len(report["cases"]) - len(failed)
+    assert failed and all("zero0" in c or c.endswith("_z0") for c in failed)
+    declaration = ROOT / "tests" / "conformance" / "wrap.json"
+    wrapped = _real("conformance.adapters.gptqmodel:dequantize_v1", "gptq_v1", "--subject-file", str(declaration))
+    status = {c["id"]: c["status"] for c in wrapped["cases"]}
+    assert status["gptq_v1/read/b4_asym_g32_zero0_field7"] == "warning"
+    assert status["gptq_v1/read/b4_asym_g32_zero0_field0"] == "fail"
