@@ -29,7 +29,7 @@ from . import judges
 from .catalog import pinned_digests, third_party_cases
 from .subject import SubjectDeclaration, SubjectProcess
 
-__all__ = ["CaseResult", "RunResult", "run_kernel", "select_cases", "matmul_input", "STATUSES"]
+__all__ = ["CaseResult", "RunResult", "run_kernel", "select_cases", "judge_case", "matmul_input", "STATUSES"]
 
 STATUSES = ("pass", "fail", "error", "not-applicable", "expected-failure", "warning")
 BATCHES = (1, 4, 16)
@@ -108,7 +108,7 @@ def _call_arrays(case: Case, op: str, face: Face) -> tuple[dict[str, np.ndarray]
     return arrays, x
 
 
-def _judge_one(case: Case, op: str, face: Face, decl: SubjectDeclaration, proc: SubjectProcess,
+def judge_case(case: Case, op: str, face: Face, decl: SubjectDeclaration, proc: SubjectProcess,
                digests: dict[str, str]) -> CaseResult:
     def result(status: str, detail: str, seconds: float = 0.0) -> CaseResult:
         return CaseResult(case.id, status, case.clauses, detail, seconds)
@@ -156,7 +156,7 @@ def run_kernel(entry: str, *, fmt: str, op: str, device: str | None = None, decl
         out = []
         with SubjectProcess(entry, device=device, timeout=timeout) as proc:
             for case in shard:
-                out.append(_judge_one(case, op, face, decl, proc, digests))
+                out.append(judge_case(case, op, face, decl, proc, digests))
                 if progress is not None:
                     progress(out[-1])
         return out

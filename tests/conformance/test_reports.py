@@ -1,0 +1,107 @@
+"""Reports (DESIGN.md §6): the JSON contract, JUnit XML that validates, text, and the CLI's exit codes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import xmlschema
+
+from conformance import run_kernel
+from conformance.report import to_json, to_junit, to_text
+
+SCHEMA = xmlschema.XMLSchema(str(Path(__file__).with_name("junit.xsd")))
+CASES = r"gptq_v1/read/b4_(sym|asym)_g32_(trivial|act_order)|gptq_v1/read/b4_asym_g32_zero0_field0"
+
+
+@pytest.fixture(scope="module")
+def mixed():
+    """A run with passes, failures and an expected failure (g_idx ignored by the mutant)."""
+    return run_kernel("gptq_bugs:g_idx_ignored", fmt="gptq_v1", op="dequantize", pattern=CASES)
+
+
+def test_json_report_has_the_contract_keys(mixed):
+    """DESIGN.md §6: {"subject", "format", "op", "counts": {status: n}, "cases": [{"id", "status", "clauses", "detail"}]}."""
+    doc = json.loads(to_json(mixed))
+    assert {"subject", "format", "op", "counts", "cases"} <= set(doc)
+    assert set(doc["counts"]) == {"pass", "fail", "error", "not-applicable", "expected-failure", "warning"}
+    assert all(set(c) == {"id", "status", "clauses", "detail"} for c in doc["cases"])
+    assert doc["counts"]["fail"] == 2 and doc["counts"]["pass"] == 3
+
+
+def test_junit_report_validates_against_the_schema(mixed):
+    """--junit writes JUnit XML that the schema accepts, one testcase per case, failures counted."""
+    xml = to_junit(mixed)
+    SCHEMA.validate(xml)
+    assert xml.count("<testcase ") == len(mixed.cases) and 'failures="2"' in xml
+
+
+def test_the_schema_accepts_pytests_own_junit_output(tmp_path):
+    """The schema is not tailored to us: pytest's own --junitxml output (failure, skip, xfail) validates."""
+    (tmp_path / "test_x.py").write_text("import pytest\ndef test_ok(): pass\ndef test_bad(): assert 0\n"
+                                        "@pytest.mark.skip(reason='r')\ndef test_skip(): pass\n"
+                                        "@pytest.mark.xfail\ndef test_xf(): assert 0\n")
+    out = tmp_path / "junit.xml"
+    subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={out}", str(tmp_path)],
+                   capture_output=True, cwd=tmp_path)
+    SCHEMA.validate(str(out))
+
+
+def test_schema_rejects_a_testcase_without_a_name():
+    """The schema has teeth: a <testcase> must be named."""
+    assert not SCHEMA.is_valid('<testsuites><testsuite name="s" tests="1"><testcase/></testsuite></testsuites>')
+
+
+def test_text_report_names_the_case_the_clause_and_the_mismatch(mixed):
+    """A failure names the case, the clause and the first mismatching indices with both values."""
+    text = to_text(mixed)
+    assert "DOES NOT CONFORM" in text
+    line = next(l for l in text.splitlines() if l.strip().startswith("FAIL"))
+    assert "gptq_v1/read/b4_" in line and "GPTQ-5.3" in line and "mismatched; first: [" in line and "expected" in line
+    assert "clauses exercised" in text
+
+
+def _cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "qformats", "conformance", *args], capture_output=True, text=True,
+                          cwd=cwd, timeout=300)
+
+
+def test_cli_exit_codes_and_junit_file(tmp_path):
+    """Exit 0 when every case conforms, 1 when one fails, 2 when the run cannot start; --junit writes the file."""
+    ok = _cli("kernel", "conformance.reference:spqr_dequantize", "--format", "spqr", "--junit", str(tmp_path / "j.xml"))
+    assert ok.returncode == 0 and "CONFORMS" in ok.stdout
+    SCHEMA.validate(str(tmp_path / "j.xml"))
+    bad = _cli("kernel", "spqr_bugs:permutation_not_applied", "--format", "spqr", "--json",
+               cwd=Path(__file__).parents[1] / "mutants")
+    assert bad.returncode == 1 and json.loads(bad.stdout)["counts"]["fail"] > 0
+    missing = _cli("kernel", "no_such_module:f", "--format", "spqr")
+    assert missing.returncode == 2 and "importable" in missing.stderr and "Traceback" not in missing.stderr
+
+
+def test_cli_checkpoint_table_for_the_mislabelled_golden_checkpoint():
+    """GPTQModel wrote v2 zeros under checkpoint_format "gptq": every reader of qzeros decodes it wrongly,
+    Marlin (which ignores qzeros) correctly; exit 1 (invalid)."""
+    path = Path(__file__).parents[2] / "fixtures/third_party/gptq/checkpoints/neg_b4_sym_v2_zeros_labelled_gptq"
+    done = _cli("checkpoint", str(path), "--json")
+    assert done.returncode == 1
+    readers = json.loads(done.stdout)["readers"]
+    assert readers["marlin"]["verdict"] == "correct"
+    assert {name for name, r in readers.items() if r["verdict"] == "wrong"} == set(readers) - {"marlin"}
+    assert readers["vllm_gptq_gemm"]["layers_wrong"] == 14
+
+
+def test_cli_checkpoint_table_for_a_valid_checkpoint():
+    """A conforming 4-bit v1 checkpoint (GPTQModel-written) is read correctly by every emulated reader."""
+    path = Path(__file__).parents[2] / "fixtures/third_party/gptq/checkpoints/e2e_b4_sym_g32_gptq"
+    done = _cli("checkpoint", str(path))
+    assert done.returncode == 0
+    assert done.stdout.count("correct in all 14 layers") == 8
+
+
+def test_python_dash_m_qformats_is_the_command():
+    """`python -m qformats` works as the `qformats` script does."""
+    done = subprocess.run([sys.executable, "-m", "qformats", "schema", "spqr"], capture_output=True, text=True)
+    assert done.returncode == 0 and json.loads(done.stdout)
