@@ -1,0 +1,99 @@
+"""The case matrix (DESIGN.md §5): what the generators promise, pinned bytes, and expectations computed
+by an independent route (the logical arrays, gguf-py, the real tools' shipped vectors)."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+import third_party_builder as tpb
+from conformance.catalog import THIRD_PARTY, pinned_digests, third_party_cases
+from qformats.cases import case_digest
+from qformats.formats.gptq import cases as gptq_cases
+from qformats.formats.q4_k import cases as q4k_cases
+from qformats.formats.registry import FACES, all_cases
+
+
+def _read(fmt: str) -> list:
+    return [c for c in FACES["gptq"].cases() if c.format == fmt and "dequantize" in c.ops and c.expect == "values"]
+
+
+@pytest.mark.parametrize("fmt", ["gptq_v1", "gptq_v2"])
+def test_gptq_matrix_covers_the_issue_product(fmt):
+    """bits 2/3/4/8 x sym/asym x group size -1, 32, 128, short last group x trivial/act-order/static groups."""
+    seen = {(c.feature("bits")[0], c.feature("sym")[0], c.feature("group_size")[0], "group:short_last" in c.features,
+             c.feature("g_idx")[0]) for c in _read(fmt)}
+    layouts = [("-1", False, ["trivial"]), ("32", False, gptq_cases.G_IDX_MODES), ("128", False, gptq_cases.G_IDX_MODES),
+               ("128", True, gptq_cases.G_IDX_MODES)]
+    want = {(b, s, gs, short, mode) for b, s in itertools.product("2348", ("true", "false"))
+            for gs, short, modes in layouts for mode in modes}
+    assert seen == want
+
+
+def test_gptq_cases_hold_codes_and_zero_points_at_their_extremes():
+    """Codes 0 and maxq, zero points 1 and maxq (and 0 in v2) appear in every asym layer."""
+    for case in _read("gptq_v2"):
+        maxq = (1 << case.params["bits"]) - 1
+        assert {0, maxq} <= set(np.unique(case.aux["codes"]).tolist())
+        if case.feature("sym") == ["false"]:
+            assert {0, 1, maxq} <= set(np.unique(case.aux["zeros"]).tolist())
+
+
+@pytest.mark.parametrize(("bits", "field"), gptq_cases.ZERO0_FIELDS)
+def test_zero0_cases_store_an_all_ones_field_where_named(bits, field):
+    """GPTQ-3.4: the v1 layer's field ``field`` of qzeros row 0 is all ones; read by hand, bit by bit."""
+    case = next(c for c in FACES["gptq"].cases() if c.id == f"gptq_v1/read/b{bits}_asym_g32_zero0_field{field}")
+    words = [int(w) & 0xFFFFFFFF for w in case.inputs["qzeros"][0]]
+    stream = sum(w << (32 * i) for i, w in enumerate(words))       # little-endian word stream
+    assert (stream >> (bits * field)) & ((1 << bits) - 1) == (1 << bits) - 1
+    assert case.expect == "reject"
+
+
+def test_gptq_reference_equals_the_logical_layer():
+    """Every GPTQ reader case: the spec decode of the packed tensors equals s * (q - z) of the logical arrays."""
+    for case in _read("gptq_v1") + _read("gptq_v2"):
+        t = case.aux
+        assert np.array_equal(gptq_cases.reference(case),
+                              gptq_cases.logical_weight(t["codes"], t["zeros"], t["scales"], t["g_idx"])), case.id
+
+
+def test_q4k_reference_equals_gguf_py():
+    """Every generated q4_K decoder case: the reference equals gguf-py's dequantize bit for bit (NaN included)."""
+    from gguf.constants import GGMLQuantizationType
+    from gguf.quants import dequantize
+
+    for case in [c for c in FACES["q4_k"].cases() if "quantize" not in c.ops]:
+        ours = q4k_cases.reference(case)
+        with np.errstate(invalid="ignore", over="ignore"):
+            theirs = dequantize(case.inputs["blocks"], GGMLQuantizationType.Q4_K)
+        assert np.array_equal(ours.view(np.uint32), theirs.astype(np.float32).view(np.uint32)) or \
+            np.array_equal(ours, theirs, equal_nan=True), case.id
+
+
+def test_every_generated_case_matches_its_pinned_sha256():
+    """fixtures-check: regenerated cases are the bytes the manifest pinned (the runner refuses others)."""
+    pinned = pinned_digests()
+    made = {c.id: case_digest(c) for c in all_cases()}
+    assert made == pinned
+
+
+def test_case_ids_are_unique_across_generated_and_shipped_cases():
+    ids = [c.id for c in all_cases()] + [c.id for name in FACES for c in third_party_cases(name)]
+    assert len(ids) == len(set(ids))
+
+
+def test_third_party_pack_regenerates_byte_identically():
+    """conformance/data/third_party/ is exactly what the builder makes from fixtures/third_party/."""
+    for name, blob in tpb.files().items():
+        assert (THIRD_PARTY / name).read_bytes() == blob, name
+
+
+def test_shipped_vectors_are_the_real_tools_output():
+    """Each shipped GPTQ case's expected values equal the golden layer's truth; q4_K's llama.cpp's output."""
+    gptq = third_party_cases("gptq")
+    assert len(gptq) == 36 and {c.provenance["source"].split()[0] for c in gptq} == {"AutoGPTQ", "GPTQModel"}
+    q4k = third_party_cases("q4_k")
+    assert sum("dequantize" in c.ops for c in q4k) == 64 and sum(c.expect == "informative" for c in q4k) == 6
+    assert len(third_party_cases("spqr")) == 6
