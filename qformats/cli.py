@@ -10,9 +10,8 @@ import json
 import sys
 
 from .errors import QFormatsError
+from .formats.registry import SUBJECT_FORMATS
 from .validate import FORMATS
-
-SUBJECT_FORMATS = ("gptq_v1", "gptq_v2", "q4_k", "spqr")
 
 __all__ = ["main"]
 
@@ -129,7 +128,7 @@ def _conformance_parser(sub) -> None:
     ker = what.add_parser("kernel", help="run MODULE:FUNC through the case matrix of a format and op; "
                                          "exit 0 conforms, 1 a case failed or errored, 2 could not run")
     ker.add_argument("entry", help="the subject, MODULE:FUNCTION (importable from the current environment)")
-    ker.add_argument("--format", required=True, choices=SUBJECT_FORMATS)
+    ker.add_argument("--format", required=True, choices=list(SUBJECT_FORMATS))
     ker.add_argument("--op", default="dequantize", choices=("dequantize", "matmul", "pack", "quantize"))
     ker.add_argument("--device", default=None, help="pass torch tensors on this device (cpu, cuda); "
                                                      "default: NumPy arrays")

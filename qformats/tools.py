@@ -18,10 +18,13 @@ from safetensors.numpy import save_file
 
 from .containers.checkpoint import Checkpoint, open_checkpoint
 from .errors import QFormatsError, fail
-from .formats import gptq, q4_k, spqr
+from .formats import gptq
 from .formats.gptq.evidence import label_evidence
-from .formats.gptq.layout import GPTQConfig, ModuleParams, module_params, modules_params, parse_config
-from .validate import group_layers, load_layer
+from .formats.gptq.layers import require_config
+from .formats.gptq.layout import ModuleParams, modules_params
+from .formats import registry
+from .layers import load_layer
+from .validate import group_layers
 
 __all__ = ["decode", "convert"]
 
@@ -46,18 +49,12 @@ def _atomic_save(tensors: dict[str, np.ndarray], dst: Path, metadata: dict[str, 
             os.unlink(tmp)
 
 
-def _gptq_config(ckpt: Checkpoint) -> GPTQConfig:
-    if ckpt.config is None:
-        raise fail("checkpoint.config.missing", "quantization_config", "present to know bits and version",
-                   "no config found")
-    return parse_config(ckpt.config)[0]
-
-
 def decode(path: str, names: list[str], out: str) -> list[str]:
     """Decode the named layers (or tensors) with the reference reader into one safetensors file.
 
-    GPTQ and q4_K layers become float32 ``(out, in)``; SpQR layers float16 ``(out, in)``.
-    GPTQ layers use their module's parameters after ``dynamic`` overrides (GPTQ-6.6).
+    Each format's ``layers.decode`` decides the dtype: GPTQ and q4_K layers become float32
+    ``(out, in)``, SpQR layers float16 ``(out, in)``; GPTQ layers use their module's parameters
+    after ``dynamic`` overrides (GPTQ-6.6).
     """
     dst = _check_output(path, out)
     decoded: dict[str, np.ndarray] = {}
@@ -66,20 +63,12 @@ def decode(path: str, names: list[str], out: str) -> list[str]:
             decoded = {name: _decode_gguf(ckpt, name) for name in names}
         else:
             layers = {g.name: g for g in group_layers(ckpt.tensor_names())[0]}
-            config = None
             for name in names:
                 group = layers.get(name) or layers.get(name.rsplit(".", 1)[0])
                 if group is None:
                     raise fail("argument.invalid", "tensor", f"a quantized layer of this checkpoint "
                                f"({len(layers)} layers, e.g. {next(iter(layers), 'none')})", name)
-                t = load_layer(ckpt, group)
-                if group.format == "gptq":
-                    config = config or _gptq_config(ckpt)
-                    p = module_params(config, group.name)
-                    w = gptq.dequantize(t, bits=p.bits, version=p.version, group_size=p.group_size)
-                else:
-                    w = spqr.dequantize(t)
-                decoded[f"{group.name}.weight"] = w
+                decoded[f"{group.name}.weight"] = registry.FACES[group.format].layers.decode(ckpt, group)
     _atomic_save({k: np.ascontiguousarray(v) for k, v in decoded.items()}, dst,
                  metadata={"producer": "qformats decode"})
     return sorted(decoded)
@@ -87,9 +76,12 @@ def decode(path: str, names: list[str], out: str) -> list[str]:
 
 def _decode_gguf(ckpt: Checkpoint, name: str) -> np.ndarray:
     info = ckpt.gguf.tensor(name)
-    if info.type_name != "Q4_K":
-        raise fail("argument.invalid", "tensor", "a Q4_K tensor", f"{name} ({info.type_name})")
-    return q4_k.dequantize(ckpt.gguf.tensor_rows(name))
+    face = next((f for f in registry.FACES.values() if info.type_name in getattr(f.layers, "GGUF_TYPES", ())), None)
+    if face is None:
+        types = [t for f in registry.FACES.values() for t in getattr(f.layers, "GGUF_TYPES", ())]
+        raise fail("argument.invalid", "tensor", f"a tensor of a type qformats decodes ({', '.join(types)})",
+                   f"{name} ({info.type_name})")
+    return face.layers.decode_gguf(ckpt, name)
 
 
 def _converted_config(raw: dict[str, Any], target: str) -> dict[str, Any]:
@@ -120,7 +112,7 @@ def convert(path: str, out: str, *, to: str, source_version: str | None = None) 
     with open_checkpoint(path) as ckpt:
         if ckpt.kind == "gguf":
             raise fail("argument.invalid", "path", "a GPTQ safetensors checkpoint", "a GGUF file")
-        config = _gptq_config(ckpt)
+        config = require_config(ckpt)
         source = VERSIONS.get(source_version or config.version)
         if source is None:
             raise fail("argument.invalid", "source_version", "v1 or v2", source_version)

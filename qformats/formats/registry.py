@@ -33,6 +33,12 @@ class Face:
     ``kernel_keywords`` the scalar keywords of the kernel call contract (DESIGN.md §6);
     ``judge_writer(case, op, arrays, kind)`` the (status, detail) of a writer's answer (``pack``,
     ``quantize``): the format knows what makes written bytes conforming.
+
+    ``layers`` is the format's ``layers`` module, its checkpoint side. Modules of safetensors
+    checkpoints: ``ANCHOR`` (the tensor suffix that claims a module), ``SUFFIXES``,
+    ``check(ckpt, groups, deep, progress) -> (rows, findings)`` (validate, inspect, ``--deep``) and
+    ``decode(ckpt, group)``. Tensors of GGUF files: ``GGUF_TYPES``, ``check_gguf(ckpt, deep,
+    progress)`` and ``decode_gguf(ckpt, name)``.
     """
 
     name: str
@@ -44,7 +50,7 @@ class Face:
     cases: Callable[[], Iterable[Case]]
     reference: Callable[[Case], np.ndarray]
     judge_writer: Callable[[Case, str, Mapping[str, np.ndarray], str], tuple[str, str]] | None = None
-    layer: Any = field(default=None, repr=False)   # the validate/inspect/decode side (layers.py), if any
+    layers: Any = field(default=None, repr=False)   # the checkpoint side: the format's layers module
 
 
 def _load() -> Mapping[str, Face]:

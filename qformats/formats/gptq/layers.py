@@ -1,0 +1,127 @@
+"""GPTQ modules in a checkpoint: recognised by ``qweight``, their config applied, checked, decoded (spec/gptq.md)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ...errors import QFormatsError, fail
+from ...findings import Finding, finding, from_error
+from ...layers import LayerGroup, Progress, load_layer, tick
+from .audit import layer_findings
+from .codec import dequantize
+from .layout import BITS, GPTQConfig, ModuleParams, module_params, modules_params, parse_config
+
+__all__ = ["ANCHOR", "SUFFIXES", "check", "decode", "require_config", "refuse_other_layout"]
+
+ANCHOR = "qweight"
+SUFFIXES = ("qweight", "qzeros", "scales", "g_idx", "bias")
+
+
+def refuse_other_layout(config: dict[str, Any]) -> None:
+    """QF-5.2: a GPTQ ``checkpoint_format`` naming another layout (GPTQ-6.3) is a format qformats does not cover."""
+    if str(config.get("quant_method", config.get("method", ""))).lower() != "gptq":
+        return
+    try:
+        parse_config(config)
+    except QFormatsError as err:
+        if err.code == "gptq.config.other_layout":
+            raise fail("checkpoint.format.unsupported", err.tensor, err.constraint, err.actual) from None
+
+
+def require_config(ckpt: Any) -> GPTQConfig:
+    """The config, which decoding needs (bits, version); ``checkpoint.config.missing`` without one."""
+    if ckpt.config is None:
+        raise fail("checkpoint.config.missing", "quantization_config", "present to know bits and version",
+                   "no config found")
+    return parse_config(ckpt.config)[0]
+
+
+def _config(ckpt: Any) -> tuple[Any, list[Finding]]:
+    if not ckpt.configs:
+        return None, [finding("checkpoint.config.missing", "warning", "no quantization config found "
+                              "(config.json, quantize_config.json, quant_config.json): bits and group size "
+                              "are read off the tensors and the label is taken as v1 (GPTQ-6.3)")]
+    try:
+        config, findings = parse_config(ckpt.config, source=ckpt.configs[0].file)
+    except QFormatsError as err:  # other layouts were refused before any layer was read
+        return None, [from_error(err.with_file(ckpt.configs[0].file))]
+    return config, findings
+
+
+def _params(config: Any, params: ModuleParams | None, name: str,
+            t: dict[str, np.ndarray]) -> tuple[dict[str, Any] | None, list[Finding]]:
+    """bits, group size, desc_act, sym, version of one module (GPTQ-6.6), checked against its tensors (6.7)."""
+    scales, qzeros = t.get("scales"), t.get("qzeros")
+    tensor_bits = None
+    if scales is not None and qzeros is not None and scales.ndim == 2 and qzeros.ndim == 2 and scales.shape[1]:
+        tensor_bits = qzeros.shape[1] * 32 // scales.shape[1]
+    if config is None:
+        if tensor_bits not in BITS:
+            return None, [finding("tensor.shape", "error", f"'{name}' has no consistent GPTQ width "
+                                  "(qzeros columns * 32 / scales columns is not 2, 3, 4 or 8)", tensor=name)]
+        return {"bits": tensor_bits, "group_size": None, "desc_act": False, "sym": None, "version": "v1"}, []
+    findings = []
+    if params.excluded_by:
+        findings.append(finding("gptq.config.tensor_mismatch", "error", f"dynamic rule {params.excluded_by!r} "
+                                f"leaves '{name}' unquantized, but the checkpoint holds its qweight", tensor=name))
+    if tensor_bits != params.bits:
+        findings.append(finding("gptq.config.tensor_mismatch", "error", f"config says {params.bits}-bit but "
+                                f"'{name}.qzeros' and '{name}.scales' imply {tensor_bits}-bit fields", tensor=f"{name}.qzeros"))
+    if name.endswith("lm_head") and not config.lm_head:
+        findings.append(finding("gptq.config.tensor_mismatch", "error", "config says lm_head is not quantized "
+                                "(lm_head false) but the checkpoint holds lm_head.qweight", tensor=name))
+    resolved = params.model_dump(exclude={"excluded_by"})
+    if tensor_bits != params.bits and tensor_bits in BITS:
+        resolved["bits"] = tensor_bits  # check the layer as stored, so one mismatch is reported once
+    return resolved, findings
+
+
+def check(ckpt: Any, layers: list[LayerGroup], deep: bool,
+          progress: Progress | None) -> tuple[list[dict[str, Any]], list[Finding]]:
+    """Every GPTQ check of every module (GPTQ-2 .. GPTQ-8), one row per module for ``inspect``."""
+    config, findings = _config(ckpt)
+    try:
+        params_of = modules_params(config, [group.name for group in layers]) if config is not None else {}
+    except QFormatsError as err:  # GPTQ-6.6: no module's parameters can be known; nothing is checked
+        return [], findings + [from_error(err.with_file(ckpt.configs[0].file))]
+    rows, awq = [], []
+    for i, group in enumerate(layers):
+        tick(progress, i, len(layers), group.name)
+        t = load_layer(ckpt, group)
+        if _awq_shaped(t):
+            awq.append(group.name)
+            continue
+        params, more = _params(config, params_of.get(group.name), group.name, t)
+        findings += more
+        if params is None:
+            continue
+        more, row = layer_findings(group.name, t, bits=params["bits"], group_size=params["group_size"],
+                                   declared=params["version"], desc_act=params["desc_act"], sym=params["sym"],
+                                   deep=deep)  # a GPTQ decode is finite by construction (GPTQ-3.7)
+        findings += more
+        rows.append(row)
+    if awq and not rows:
+        raise fail("checkpoint.format.unsupported", "qweight", "packed along the input axis (GPTQ-2.3)",
+                   f"AWQ layout (qweight packed along the output axis) in all {len(awq)} layers")
+    if awq:
+        findings.append(finding("checkpoint.layer.unsupported", "warning", f"{len(awq)} layers have AWQ-shaped "
+                                f"qweight (packed along the output axis), first '{awq[0]}'; not decoded as GPTQ",
+                                tensor=awq[0]))
+    return rows, findings
+
+
+def _awq_shaped(t: dict[str, np.ndarray]) -> bool:
+    """AWQ packs qweight (K, N*b/32) along the output axis; GPTQ (K*b/32, N) along the input (QF-5.2)."""
+    qweight, scales = t.get("qweight"), t.get("scales")
+    if qweight is None or scales is None or qweight.ndim != 2 or scales.ndim != 2:
+        return False
+    n = scales.shape[1]
+    return n > 0 and qweight.shape[1] != n and qweight.shape[1] * 32 % n == 0 and qweight.shape[1] * 32 // n in (2, 3, 4, 8)
+
+
+def decode(ckpt: Any, group: LayerGroup) -> np.ndarray:
+    """float32 (out, in) with the module's parameters after ``dynamic`` overrides (GPTQ-6.6)."""
+    p = module_params(require_config(ckpt), group.name)
+    return dequantize(load_layer(ckpt, group), bits=p.bits, version=p.version, group_size=p.group_size)
