@@ -13,78 +13,35 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
-from qformats import bits as bitpack
 from qformats.containers.checkpoint import open_checkpoint
-from qformats.errors import QFormatsError
-from qformats.formats import gptq
-from qformats.formats.gptq.cases import logical_weight
-from qformats.formats.gptq.evidence import label_evidence
-from qformats.formats.gptq.layout import modules_params, parse_config
-from qformats.formats.gptq.quirks import READERS
-from qformats.validate import group_layers, load_layer, validate
+from qformats.formats import registry
+from qformats.validate import group_layers, validate
 
 __all__ = ["check_checkpoint", "to_text"]
 
 
-def _intended(t: dict[str, np.ndarray], bits: int, version: str) -> np.ndarray:
-    """The weight the writer meant: Z = f (v2) or (f + 1) mod 2^b (v1), exactly ``s * (q - Z)``."""
-    n = t["scales"].shape[1]
-    fields = bitpack.unpack(t["qzeros"], bits, axis=1)[:, :n].astype(np.int64)
-    zeros = fields if version == "v2" else (fields + 1) & ((1 << bits) - 1)
-    codes = bitpack.unpack(t["qweight"], bits, axis=0)
-    return logical_weight(codes, zeros, t["scales"], t["g_idx"])
-
-
-def _gptq_rows(path: str) -> list[dict[str, Any]]:
-    rows = []
+def _rows(path: str) -> tuple[list[dict[str, Any]], dict[str, str]]:
+    """Every registered format that emulates real readers contributes its modules' rows."""
+    rows, readers = [], {}
     with open_checkpoint(path) as ckpt:
-        layers = [g for g in group_layers(ckpt.tensor_names())[0] if g.format == "gptq"]
-        if not layers or ckpt.config is None:
-            return rows
-        config = parse_config(ckpt.config)[0]
-        params = modules_params(config, [g.name for g in layers])
-        for group in layers:
-            t = load_layer(ckpt, group)
-            p = params[group.name]
-            if p.excluded_by or "g_idx" not in t:
-                continue
-            evidence = label_evidence(t["qzeros"], p.bits, qweight=t["qweight"], g_idx=t["g_idx"], sym=p.sym)
-            truth = evidence.verdict if evidence.verdict in ("v1", "v2") else p.version
-            try:
-                reference = _intended(t, p.bits, truth)
-            except QFormatsError:
-                continue                            # structurally broken: the validator reports it
-            row = {"layer": group.name, "declared": p.version, "zeros_say": truth, "readers": {}}
-            if "autogptq-or-bleed" in evidence.signatures:   # GPTQ-4.1: the meant zeros are gone
-                row["readers"] = {name: {"status": "unknowable", "detail": "AutoGPTQ's OR-bleed overwrote the "
-                                         "neighbours of its zero-0 fields; no reading recovers the meant weights"}
-                                  for name in READERS}
-                rows.append(row)
-                continue
-            for name in READERS:
-                try:
-                    got = np.ascontiguousarray(gptq.dequantize(t, bits=p.bits, version=p.version, reader=name,
-                                                               group_size=p.group_size))
-                except QFormatsError as err:
-                    row["readers"][name] = {"status": "cannot read", "detail": err.constraint or str(err)}
-                    continue
-                wrong = int(np.count_nonzero(got != reference))
-                row["readers"][name] = {"status": "wrong" if wrong else "correct", "wrong_weights": wrong}
-            rows.append(row)
-    return rows
+        groups = group_layers(ckpt.tensor_names())[0]
+        for face in registry.FACES.values():
+            hook = getattr(face.layers, "reader_rows", None)
+            if hook is not None:
+                rows += hook(ckpt, [g for g in groups if g.format == face.name])
+                readers |= {name: r.description for name, r in face.layers.READERS.items()}
+    return rows, readers
 
 
-def _summarise(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+def _summarise(rows: list[dict[str, Any]], readers: dict[str, str]) -> dict[str, dict[str, Any]]:
     table: dict[str, dict[str, Any]] = {}
-    for name, reader in READERS.items():
+    for name, description in readers.items():
         per = [(r["layer"], r["readers"][name]) for r in rows]
         wrong = [(layer, v["wrong_weights"]) for layer, v in per if v["status"] == "wrong"]
         cannot = [(layer, v["detail"]) for layer, v in per if v["status"] == "cannot read"]
         lost = [layer for layer, v in per if v["status"] == "unknowable"]
         verdict = "wrong" if wrong else "cannot read" if cannot else "unknowable" if lost else "correct"
-        table[name] = {"description": reader.description, "verdict": verdict,
+        table[name] = {"description": description, "verdict": verdict,
                        "layers_correct": sum(v["status"] == "correct" for _, v in per),
                        "layers_wrong": len(wrong), "layers_unreadable": len(cannot), "layers_unknowable": len(lost),
                        "wrong_weights": sum(n for _, n in wrong),
@@ -96,11 +53,11 @@ def _summarise(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 def check_checkpoint(path: str) -> dict[str, Any]:
     """The validator's verdict and, for GPTQ, the per-reader compatibility table (JSON-ready)."""
     report = validate(path)
-    rows = _gptq_rows(path) if "gptq" in report.format.split("+") else []
+    rows, readers = _rows(path) if report.layers else ([], {})
     return {"path": str(path), "verdict": report.verdict, "format": report.format,
             "errors": report.summary["errors"], "warnings": report.summary["warnings"],
             "finding_codes": sorted({f.code for f in report.findings}),
-            "readers": _summarise(rows) if rows else {}, "layers": rows}
+            "readers": _summarise(rows, readers) if rows else {}, "layers": rows}
 
 
 def to_text(table: dict[str, Any]) -> str:

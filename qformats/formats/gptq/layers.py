@@ -6,14 +6,18 @@ from typing import Any
 
 import numpy as np
 
+from ... import bits as bitpack
 from ...errors import QFormatsError, fail
 from ...findings import Finding, finding, from_error
 from ...layers import LayerGroup, Progress, load_layer, tick
 from .audit import layer_findings
+from .cases import logical_weight
 from .codec import dequantize
+from .evidence import label_evidence
 from .layout import BITS, GPTQConfig, ModuleParams, module_params, modules_params, parse_config
+from .quirks import READERS
 
-__all__ = ["ANCHOR", "SUFFIXES", "check", "decode", "require_config", "refuse_other_layout"]
+__all__ = ["ANCHOR", "SUFFIXES", "check", "decode", "require_config", "refuse_other_layout", "reader_rows", "READERS"]
 
 ANCHOR = "qweight"
 SUFFIXES = ("qweight", "qzeros", "scales", "g_idx", "bias")
@@ -125,3 +129,54 @@ def decode(ckpt: Any, group: LayerGroup) -> np.ndarray:
     """float32 (out, in) with the module's parameters after ``dynamic`` overrides (GPTQ-6.6)."""
     p = module_params(require_config(ckpt), group.name)
     return dequantize(load_layer(ckpt, group), bits=p.bits, version=p.version, group_size=p.group_size)
+
+
+def _intended(t: dict[str, np.ndarray], bits: int, version: str) -> np.ndarray:
+    """The weight the writer meant: Z = f (v2) or (f + 1) mod 2^b (v1), exactly ``s * (q - Z)``."""
+    n = t["scales"].shape[1]
+    fields = bitpack.unpack(t["qzeros"], bits, axis=1)[:, :n].astype(np.int64)
+    zeros = fields if version == "v2" else (fields + 1) & ((1 << bits) - 1)
+    codes = bitpack.unpack(t["qweight"], bits, axis=0)
+    return logical_weight(codes, zeros, t["scales"], t["g_idx"])
+
+
+def _reader_row(name: str, t: dict[str, np.ndarray], p: ModuleParams) -> dict[str, Any] | None:
+    evidence = label_evidence(t["qzeros"], p.bits, qweight=t["qweight"], g_idx=t["g_idx"], sym=p.sym)
+    truth = evidence.verdict if evidence.verdict in ("v1", "v2") else p.version
+    try:
+        reference = _intended(t, p.bits, truth)
+    except QFormatsError:
+        return None                                  # structurally broken: the validator reports it
+    row: dict[str, Any] = {"layer": name, "declared": p.version, "zeros_say": truth, "readers": {}}
+    if "autogptq-or-bleed" in evidence.signatures:   # GPTQ-4.1: the meant zeros are gone
+        lost = {"status": "unknowable", "detail": "AutoGPTQ's OR-bleed overwrote the neighbours of its zero-0 "
+                                                  "fields; no reading recovers the meant weights"}
+        row["readers"] = {reader: dict(lost) for reader in READERS}
+        return row
+    for reader in READERS:
+        try:
+            got = np.ascontiguousarray(dequantize(t, bits=p.bits, version=p.version, reader=reader,
+                                                  group_size=p.group_size))
+        except QFormatsError as err:
+            row["readers"][reader] = {"status": "cannot read", "detail": err.constraint or str(err)}
+            continue
+        wrong = int(np.count_nonzero(got != reference))
+        row["readers"][reader] = {"status": "wrong" if wrong else "correct", "wrong_weights": wrong}
+    return row
+
+
+def reader_rows(ckpt: Any, layers: list[LayerGroup]) -> list[dict[str, Any]]:
+    """Per module: how every emulated real reader (GPTQ-4.2), told what the config says, decodes it,
+    against the weights the writer meant (``qformats conformance checkpoint``'s table)."""
+    if not layers or ckpt.config is None:
+        return []
+    params = modules_params(parse_config(ckpt.config)[0], [g.name for g in layers])
+    rows = []
+    for group in layers:
+        t = load_layer(ckpt, group)
+        if params[group.name].excluded_by or "g_idx" not in t:
+            continue
+        row = _reader_row(group.name, t, params[group.name])
+        if row is not None:
+            rows.append(row)
+    return rows
