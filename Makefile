@@ -47,10 +47,12 @@ fixtures-check: $(STAMP)
 	$(BIN)/python tests/containers/gguf_builder.py $$tmp > /dev/null && \
 	$(BIN)/python tests/checkpoints/st_builder.py $$tmp > /dev/null && \
 	$(BIN)/python tests/checkpoints/hostile_builder.py $$tmp > /dev/null && \
+	$(BIN)/python tests/conformance/third_party_builder.py $$tmp/third_party_pack > /dev/null && \
 	diff -r $$tmp/checkpoints fixtures/checkpoints && \
 	diff -r $$tmp/containers/gguf fixtures/containers/gguf && \
 	diff -r $$tmp/containers/safetensors fixtures/containers/safetensors && \
 	diff -r $$tmp/regressions fixtures/regressions && \
+	diff -r $$tmp/third_party_pack conformance/data/third_party && \
 	rm -rf $$tmp && \
 	$(BIN)/python -m qformats.fixtures
 

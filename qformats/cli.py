@@ -122,6 +122,18 @@ def _cmd_conformance_checkpoint(args: argparse.Namespace) -> int:
     return 0 if table["verdict"] == "valid" else 1
 
 
+def _cmd_fixtures(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from . import fixtures
+
+    root = Path(args.root) if args.root else fixtures.DEFAULT_ROOT
+    if args.action == "generate":
+        print(f"{fixtures.generate(root)} generated cases pinned in {root / 'manifest.json'}")
+        return 0
+    return fixtures.main([str(root)])
+
+
 def _conformance_parser(sub) -> None:
     conf = sub.add_parser("conformance", help="judge a kernel, writer or checkpoint against the spec's cases")
     what = conf.add_subparsers(dest="subject", required=True)
@@ -179,6 +191,10 @@ def build_parser() -> argparse.ArgumentParser:
                       help="what the stored zeros really are, overriding a wrong checkpoint_format label")
     conv.set_defaults(run=_cmd_convert)
     _conformance_parser(sub)
+    fix = sub.add_parser("fixtures", help="check the fixture manifest, or pin the generated conformance cases")
+    fix.add_argument("action", choices=("check", "generate"))
+    fix.add_argument("root", nargs="?", help="the fixtures directory (default: this checkout's fixtures/)")
+    fix.set_defaults(run=_cmd_fixtures)
     return parser
 
 
