@@ -95,3 +95,11 @@ def v2_zeros_labelled_v1(*, codes, zeros, scales, g_idx, bits, group_size):
     """Writes v2 zero fields into a v1 (checkpoint_format "gptq") layer: the mislabelled-checkpoint bug."""
     layer = gptq.pack(codes, zeros, scales, bits=bits, g_idx=g_idx, version="v2", group_size=group_size)
     return {t: layer.tensors[t] for t in ("qweight", "qzeros", "scales", "g_idx")}
+
+
+def matmul_w_float16(*, qweight, qzeros, scales, g_idx, bits, group_size, x):
+    """W rounded to float16 with no check that it fits: |s (q - z)| past 65504 becomes inf, then inf - inf."""
+    w = np.ascontiguousarray(gptq.dequantize(_layer(qweight, qzeros, scales, g_idx), bits=bits, version="v1",
+                                             group_size=group_size))
+    with np.errstate(over="ignore", invalid="ignore"):
+        return np.asarray(x, np.float16).astype(np.float32) @ w.astype(np.float16).astype(np.float32).T

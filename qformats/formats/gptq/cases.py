@@ -139,11 +139,27 @@ def _accumulation_case(version: str) -> Case:
                                                           f"version:{version}", "x:nonnegative", "k:4096"), aux=t)
 
 
+def _large_scale_cases(version: str) -> Iterator[Case]:
+    """Scales near the float16 maximum: |W| = |s (q - z)| reaches 65504 * maxq, beyond float16, so a
+    kernel that rounds W to float16 overflows (dequantize: inf is the correctly rounded value)."""
+    fmt = f"gptq_{version}"
+    for bits in (4, 8):
+        name = f"b{bits}_asym_g32_scales_max"
+        t = _logical(f"{fmt}/{name}", bits, 64, 32, False, "trivial", version)
+        t["scales"] = np.where(np.arange(N) % 2 == 0, 65504.0, -61440.0).astype(np.float16)[None, :].repeat(2, 0)
+        yield Case(id=f"{fmt}/read/{name}", format=fmt, ops=("dequantize", "matmul"),
+                   inputs=_packed(t, bits, 32, version), params={"bits": bits, "group_size": 32},
+                   clauses=("GPTQ-3.2", "GPTQ-3.5", "QF-4.3", "QF-4.6"),
+                   features=(f"bits:{bits}", "sym:false", "group_size:32", "g_idx:trivial", f"version:{version}",
+                             "scales:max"), aux=t)
+
+
 def cases() -> Iterator[Case]:
     """Every reference-made GPTQ case, in a fixed order."""
     for version in ("v1", "v2"):
         yield from _read_cases(version)
         yield _accumulation_case(version)
+        yield from _large_scale_cases(version)
     yield from _zero0_cases()
 
 

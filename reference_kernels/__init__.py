@@ -1,0 +1,35 @@
+"""Triton reference kernels: the second, independent implementation of every format (DESIGN.md §1).
+
+    from reference_kernels import gptq, q4_k, spqr
+    w = gptq.dequantize_v1(qweight=..., qzeros=..., scales=..., g_idx=..., bits=4, group_size=128)   # (out, in) float16
+    y = gptq.matmul_v2(..., x=x)                                                                     # x @ W.T
+
+Entry points follow the conformance call contract (DESIGN.md §6) and take NumPy arrays or torch
+tensors on any device, returning the same kind. Without a CUDA device the kernels run in Triton's
+interpreter on the CPU (``TRITON_INTERPRET=1``, set here before Triton is imported when no GPU is
+visible), which is how CI tests them. Needs the ``kernels`` extra (torch, triton); ``qformats``
+itself never imports this package.
+"""
+
+import os
+import sys
+
+
+def _interpret_without_gpu() -> None:
+    if "TRITON_INTERPRET" in os.environ:
+        return
+    try:
+        import torch
+
+        has_gpu = torch.cuda.is_available()
+    except ImportError:  # torch missing: importing a kernel module will say so
+        return
+    if has_gpu:
+        return
+    if "triton" in sys.modules:  # its own jit helpers (tl.sum, tl.zeros) were built for a GPU already
+        raise ImportError("reference_kernels: no GPU is visible, so the kernels need Triton's interpreter; "
+                          "import reference_kernels before triton, or set TRITON_INTERPRET=1 first")
+    os.environ["TRITON_INTERPRET"] = "1"
+
+
+_interpret_without_gpu()
