@@ -36,7 +36,8 @@ from qformats.errors import fail
 
 from ._arrays import INTERPRET, Inputs
 
-__all__ = ["dequantize_v1", "dequantize_v2", "matmul_v1", "matmul_v2", "prepare", "Prepared"]
+__all__ = ["dequantize_v1", "dequantize_v2", "matmul_v1", "matmul_v2", "prepare", "Prepared", "dequantize_prepared",
+           "matmul_prepared"]
 
 
 # -- entry points (DESIGN.md §6) ---------------------------------------------------------------------
@@ -128,21 +129,30 @@ def prepare(qweight: Any, qzeros: Any, scales: Any, g_idx: Any, *, bits: int, gr
 
 def _dequantize(version, qweight, qzeros, scales, g_idx, bits, group_size):
     p, inputs = prepare(qweight, qzeros, scales, g_idx, bits=bits, group_size=group_size, version=version)
-    out = torch.empty((p.n, p.k), dtype=torch.float16, device=inputs.device)
-    grid = (triton.cdiv(p.n, BLOCK_N), triton.cdiv(p.k, p.block_k))
-    _dequantize_kernel[grid](p.qweight, p.qzeros, p.scales, p.row_group, p.perm, out, p.k, p.n,
-                             p.qzeros.shape[1], p.group_rows, BITS=p.bits, V1=p.v1, SCALAR_GROUP=p.scalar_group,
-                             HAS_PERM=p.has_perm, BN=BLOCK_N, BK=p.block_k)
-    return inputs.out(out)
+    return inputs.out(dequantize_prepared(p))
 
 
 def _matmul(version, qweight, qzeros, scales, g_idx, bits, group_size, x):
     p, inputs = prepare(qweight, qzeros, scales, g_idx, bits=bits, group_size=group_size, version=version)
-    xt = inputs._tensor(x).to(torch.float16)
+    return inputs.out(matmul_prepared(p, inputs._tensor(x).to(torch.float16)))
+
+
+def dequantize_prepared(p: Prepared) -> torch.Tensor:
+    """W (out, in) float16 of a prepared layer (what an engine calls after loading)."""
+    out = torch.empty((p.n, p.k), dtype=torch.float16, device=p.scales.device)
+    grid = (triton.cdiv(p.n, BLOCK_N), triton.cdiv(p.k, p.block_k))
+    _dequantize_kernel[grid](p.qweight, p.qzeros, p.scales, p.row_group, p.perm, out, p.k, p.n,
+                             p.qzeros.shape[1], p.group_rows, BITS=p.bits, V1=p.v1, SCALAR_GROUP=p.scalar_group,
+                             HAS_PERM=p.has_perm, BN=BLOCK_N, BK=p.block_k)
+    return out
+
+
+def matmul_prepared(p: Prepared, xt: torch.Tensor) -> torch.Tensor:
+    """y = x @ W.T, float16 (batch, out), for float16 ``xt`` (batch, in) on the layer's device."""
     if xt.ndim != 2 or xt.shape[1] != p.k:
         raise fail("tensor.shape", "x", f"(batch, {p.k}) float16", tuple(xt.shape))
     m = xt.shape[0]
-    y = torch.empty((m, p.n), dtype=torch.float16, device=inputs.device)
+    y = torch.empty((m, p.n), dtype=torch.float16, device=p.scales.device)
     args = (p.qweight, p.qzeros, p.scales, p.row_group, p.perm, y, m, p.k, p.n, p.qzeros.shape[1], p.group_rows)
     flags = dict(BITS=p.bits, V1=p.v1, SCALAR_GROUP=p.scalar_group, HAS_PERM=p.has_perm, BK=p.block_k)
     if m == 1:                                   # GEMV: one row of x, products summed along k
@@ -151,7 +161,7 @@ def _matmul(version, qweight, qzeros, scales, g_idx, bits, group_size, x):
         bm = 16 if m <= 16 else 64
         _matmul_kernel[(triton.cdiv(m, bm), triton.cdiv(p.n, BLOCK_N))](xt, *args, FP16_W=p.fp16_safe, BM=bm,
                                                                         BN=BLOCK_N, **flags)
-    return inputs.out(y)
+    return y
 
 
 # -- kernels -----------------------------------------------------------------------------------------

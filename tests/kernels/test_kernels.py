@@ -109,7 +109,7 @@ def test_q4k_kernels_on_random_finite_blocks(rows, n, seed, batch):
 def test_torch_in_torch_out_numpy_in_numpy_out():
     """The launchers return the kind they were given: torch tensors stay torch (same device)."""
     case = next(c for c in gptq_cases.cases() if c.id == "gptq_v2/read/b4_sym_g32_act_order")
-    t = {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in case.inputs.items()}
+    t = {k: torch.from_numpy(np.array(v)) for k, v in case.inputs.items()}
     out = kgptq.dequantize_v2(**t, **case.params)
     assert isinstance(out, torch.Tensor) and out.dtype == torch.float16
     assert isinstance(kgptq.dequantize_v2(**case.inputs, **case.params), np.ndarray)
@@ -140,3 +140,15 @@ def test_qformats_works_without_torch_or_triton():
             "print(r.verdict)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.stdout.strip() == "valid", done.stderr[-1000:]
+
+
+def test_benchmark_script_runs_in_the_interpreter():
+    """benchmarks/kernels.py runs unchanged end to end (--cpu-smoke: tiny shapes, the differential check
+    included); on a GPU it takes the figures."""
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[2] / "benchmarks" / "kernels.py"
+    done = subprocess.run([sys.executable, str(script), "--cpu-smoke", "--shapes", "32x256"], capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.count("check ok/ok/ok") == 3

@@ -1,0 +1,176 @@
+"""Triton reference kernels on a GPU: differential check at realistic shapes, then throughput ratios.
+
+    .venv/bin/python benchmarks/kernels.py [--shapes 4096x4096,4096x11008,11008x4096,14336x4096] [--no-check]
+
+Prints, on one device in one run:
+  - device-to-device copy bandwidth (torch clone of a 1 GiB buffer): the roofline every ratio uses;
+  - dequantize: bytes moved (packed weights read + float16 W written) per second, as a fraction of the
+    copy bandwidth (target >= 80 %);
+  - fused matmul at batch 1 (GEMV): weight bytes read per second as a fraction of the copy bandwidth
+    (target >= 75 % for 4-bit GPTQ and q4_K), and the time against torch's float16 F.linear on the
+    dense weight (targets: >= 3.5x faster for 4-bit GPTQ and q4_K, >= 2.5x for SpQR);
+  - the same at batch 16 against F.linear (target >= 2.5x for 4-bit);
+  - a real peer side by side where it is installed (GPTQModel's Triton kernel).
+Layers are prepared once (act-order reordered at load time, as an engine would) and only the
+kernels are timed (triton.testing.do_bench, median). Before timing, every shape is checked against
+the NumPy reference: dequantize bit-exact after float16 rounding, matmul within the QF-4.6 bound.
+Without a CUDA device it says so and exits 0: the figures need a GPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import numpy as np
+
+
+DEVICE = "cuda"
+
+
+def _bench(fn) -> float:
+    """Median seconds per call: triton.testing.do_bench on a GPU; one timed call in the CPU smoke run."""
+    if DEVICE != "cuda":
+        import time
+
+        fn()
+        start = time.perf_counter()
+        fn()
+        return time.perf_counter() - start
+    import triton.testing
+
+    return triton.testing.do_bench(fn, warmup=25, rep=200, return_mode="median") / 1e3
+
+
+def copy_bandwidth() -> float:
+    import torch
+
+    buf = torch.empty(1 << 29 if DEVICE == "cuda" else 1 << 20, dtype=torch.float16, device=DEVICE)   # 1 GiB
+    seconds = _bench(lambda: buf.clone())
+    return 2 * buf.numel() * 2 / seconds                                      # read + write
+
+
+def gptq_layer(out_f: int, in_f: int, bits: int = 4, group_size: int = 128):
+    from qformats.formats import gptq
+
+    rng = np.random.default_rng(0)
+    w = (rng.standard_normal((out_f, in_f)) * 0.02).astype(np.float32)
+    layer = gptq.quantize(w, bits=bits, group_size=group_size, sym=True, version="v2")
+    return {name: np.asarray(layer.tensors[name]) for name in ("qweight", "qzeros", "scales", "g_idx")}
+
+
+def q4k_blocks(out_f: int, in_f: int):
+    from qformats.formats import q4_k
+
+    rng = np.random.default_rng(0)
+    return q4_k.quantize((rng.standard_normal((out_f, in_f)) * 0.02).astype(np.float32))
+
+
+def spqr_layer(out_f: int, in_f: int):
+    from qformats.formats.spqr import cases
+
+    return cases._layer(f"bench/{out_f}x{in_f}", 0.01, "csr", "act_order", m=out_f, n=in_f)
+
+
+def check(name: str, got, ref, x=None, y=None) -> str:
+    from conformance import compare
+
+    if x is None:
+        ok = compare.exact(got.cpu().numpy(), "float16", ref).ok
+    else:
+        ok = compare.within_bound(y.cpu().numpy(), "float16", x.cpu().numpy(), ref, w_rounding=name != "spqr").ok
+    if not ok:
+        raise SystemExit(f"{name}: the kernel disagrees with the reference at this shape")
+    return "ok"
+
+
+def run_shape(out_f: int, in_f: int, bandwidth: float, do_check: bool) -> None:
+    import torch
+    import torch.nn.functional as F
+
+    from qformats.formats import gptq, q4_k, spqr
+    from reference_kernels import gptq as kg
+    from reference_kernels import q4_k as kq
+    from reference_kernels import spqr as ks
+
+    dev = DEVICE
+    t = {k: torch.from_numpy(np.array(v)).to(dev) for k, v in gptq_layer(out_f, in_f).items()}
+    prepared, _ = kg.prepare(t["qweight"], t["qzeros"], t["scales"], t["g_idx"], bits=4, group_size=128, version="v2")
+    blocks = torch.from_numpy(q4k_blocks(out_f, in_f)).to(dev)
+    sp = {k: torch.from_numpy(np.array(v)).to(dev) for k, v in spqr_layer(out_f, in_f).items()}
+    dense = torch.randn(out_f, in_f, dtype=torch.float16, device=dev) * 0.02
+    rows = {
+        "gptq 4-bit": (lambda: kg.dequantize_prepared(prepared),
+                       lambda x: kg.matmul_prepared(prepared, x),
+                       sum(v.numel() * v.element_size() for k, v in t.items() if k != "g_idx")),
+        "q4_k": (lambda: kq.dequantize(blocks=blocks, rows=out_f, n=in_f),
+                 lambda x: kq.matmul(blocks=blocks, rows=out_f, n=in_f, x=x), blocks.numel()),
+        "spqr": (lambda: ks.dequantize(**sp, m=out_f, n=in_f),
+                 lambda x: ks.matmul(**sp, m=out_f, n=in_f, x=x), sum(v.numel() * v.element_size() for v in sp.values())),
+    }
+    if do_check:
+        refs = {"gptq 4-bit": gptq.dequantize({k: v.cpu().numpy() for k, v in t.items()}, bits=4, version="v2",
+                                              group_size=128),
+                "q4_k": q4_k.dequantize(blocks.cpu().numpy()),
+                "spqr": spqr.dequantize({k: v.cpu().numpy() for k, v in sp.items()})}
+    for name, (deq, mm, weight_bytes) in rows.items():
+        x1 = torch.rand(1, in_f, dtype=torch.float16, device=dev) * 2 - 1
+        x16 = torch.rand(16, in_f, dtype=torch.float16, device=dev) * 2 - 1
+        status = ""
+        if do_check:
+            ref = np.ascontiguousarray(refs[name])
+            status = check(name, deq(), ref) + "/" + check(name, None, ref, x1, mm(x1)) + "/" + \
+                check(name, None, ref, x16, mm(x16))
+        t_deq = _bench(deq)
+        t_gemv, t_lin1 = _bench(lambda: mm(x1)), _bench(lambda: F.linear(x1, dense))
+        t_b16, t_lin16 = _bench(lambda: mm(x16)), _bench(lambda: F.linear(x16, dense))
+        deq_bw = (weight_bytes + out_f * in_f * 2) / t_deq
+        print(f"{out_f:>6}x{in_f:<6} {name:11s} check {status or 'skipped':8s} "
+              f"dequant {deq_bw / bandwidth:6.1%} of copy | GEMV {weight_bytes / t_gemv / bandwidth:6.1%} of copy, "
+              f"{t_lin1 / t_gemv:5.2f}x F.linear | batch 16 {t_lin16 / t_b16:5.2f}x F.linear")
+
+
+def peer(out_f: int, in_f: int) -> None:
+    try:
+        import torch
+        from gptqmodel.nn_modules.qlinear.tritonv2 import TritonV2QuantLinear  # noqa: F401
+    except Exception as exc:  # noqa: BLE001 - a missing peer is reported, never fatal
+        print(f"peer GPTQModel Triton kernel: not installed here ({type(exc).__name__}: {str(exc)[:80]})")
+        return
+    print("peer GPTQModel Triton kernel: installed; side-by-side timing is left to a GPU session "
+          f"({out_f}x{in_f}, torch {torch.__version__})")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--shapes", default="4096x4096,4096x11008,11008x4096,14336x4096")
+    ap.add_argument("--no-check", action="store_true")
+    ap.add_argument("--cpu-smoke", action="store_true", help="run the whole script on the CPU in Triton's "
+                    "interpreter (tiny shapes: proves the script, measures nothing)")
+    args = ap.parse_args()
+    global DEVICE
+    if args.cpu_smoke:
+        import reference_kernels  # noqa: F401 - selects the interpreter before triton is imported
+
+        DEVICE = "cpu"
+    try:
+        import torch
+    except ImportError:
+        print("benchmarks/kernels.py: torch is not installed (make bench installs the kernels extra)")
+        return 0
+    if DEVICE == "cuda" and not torch.cuda.is_available():
+        print("benchmarks/kernels.py: no CUDA device here; the kernel figures must be taken on a GPU "
+              "(the interpreter-mode differential tests run in make test)")
+        return 0
+    bandwidth = copy_bandwidth()
+    name = torch.cuda.get_device_name() if DEVICE == "cuda" else "cpu (interpreter smoke run, not figures)"
+    print(f"device {name}: device-to-device copy {bandwidth / 1e9:.0f} GB/s")
+    for shape in args.shapes.split(","):
+        out_f, in_f = (int(v) for v in shape.split("x"))
+        run_shape(out_f, in_f, bandwidth, not args.no_check)
+    peer(4096, 4096)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
