@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from qformats.cases import READ_OPS, Case, case_digest
+from qformats.cases import Case, case_digest
 from qformats.errors import fail
 from qformats.formats.registry import Face, subject_format
 

@@ -13,11 +13,8 @@ every other problem, a malformed file included, is a finding and makes the verdi
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any, Literal
 
-import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from .containers.checkpoint import COULD_NOT_RUN_CODES, Checkpoint, open_checkpoint
@@ -58,15 +55,6 @@ class Report(BaseModel):
         if self.verdict == "invalid" or (strict and any(f.severity == "warning" for f in self.findings)):
             return 1
         return 0
-
-
-@dataclass
-class LayerGroup:
-    """One quantized module: its name and the suffix -> full tensor name map."""
-
-    name: str
-    format: str
-    tensors: dict[str, str] = field(default_factory=dict)
 
 
 def _module_faces() -> list[registry.Face]:

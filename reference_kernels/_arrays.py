@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import numpy as np
 import torch
 
-__all__ = ["Inputs", "INTERPRET"]
-
-INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
+__all__ = ["Inputs"]
 
 
 class Inputs:

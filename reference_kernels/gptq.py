@@ -34,7 +34,8 @@ import triton.language as tl
 
 from qformats.errors import fail
 
-from ._arrays import INTERPRET, Inputs
+from ._arrays import Inputs
+from ._tiles import dot_w
 
 __all__ = ["dequantize_v1", "dequantize_v2", "matmul_v1", "matmul_v2", "prepare", "Prepared", "dequantize_prepared",
            "matmul_prepared"]
@@ -248,10 +249,7 @@ def _matmul_kernel(x_ptr, qw_ptr, qz_ptr, sc_ptr, grp_ptr, perm_ptr, y_ptr, M, K
         w, rows = _weight_tile(qw_ptr, qz_ptr, sc_ptr, grp_ptr, perm_ptr, k, n, k0, K, N, ZW, group_rows,
                                BITS, V1, SCALAR_GROUP, HAS_PERM)
         xt = tl.load(x_ptr + m[:, None] * K + rows[None, :], mask=(m < M)[:, None] & (k < K)[None, :], other=0.0)
-        if FP16_W:                               # W rounded once to float16 (QF-4.6), tensor cores
-            acc += tl.dot(xt, w.to(tl.float16), out_dtype=tl.float32)
-        else:                                    # |W| may pass 65504: float32 operands, IEEE products
-            acc += tl.dot(xt.to(tl.float32), w, input_precision="ieee", out_dtype=tl.float32)
+        acc = dot_w(acc, xt, w, FP16_W)
     tl.store(y_ptr + m[:, None] * N + n[None, :], acc.to(tl.float16), mask=(m < M)[:, None] & (n < N)[None, :])
 
 

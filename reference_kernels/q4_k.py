@@ -27,6 +27,7 @@ import triton.language as tl
 from qformats.errors import fail
 
 from ._arrays import Inputs
+from ._tiles import dot_w
 
 __all__ = ["dequantize", "matmul"]
 
@@ -143,10 +144,7 @@ def _matmul_kernel(x_ptr, blocks_ptr, y_ptr, M, rows, n, FP16_W: tl.constexpr, B
         w = _weights(blocks_ptr, r, k0, row_bytes, rows)
         k = k0 + tl.arange(0, 256)
         xt = tl.load(x_ptr + mm[:, None] * n + k[None, :], mask=(mm < M)[:, None], other=0.0)
-        if FP16_W:                               # W rounded once to float16 (QF-4.6), tensor cores
-            acc += tl.dot(xt, w.to(tl.float16), out_dtype=tl.float32)
-        else:                                    # |W| may pass 65504: float32 operands, IEEE products
-            acc += tl.dot(xt.to(tl.float32), w, input_precision="ieee", out_dtype=tl.float32)
+        acc = dot_w(acc, xt, w, FP16_W)
     tl.store(y_ptr + mm[:, None] * rows + r[None, :], acc.to(tl.float16), mask=(mm < M)[:, None] & (r < rows)[None, :])
 
 
