@@ -97,3 +97,11 @@ def test_shipped_vectors_are_the_real_tools_output():
     q4k = third_party_cases("q4_k")
     assert sum("dequantize" in c.ops for c in q4k) == 64 and sum(c.expect == "informative" for c in q4k) == 6
     assert len(third_party_cases("spqr")) == 6
+
+
+def test_case_params_are_the_kernel_keywords_of_the_contract():
+    """DESIGN.md §6: reader cases carry exactly the scalar keywords the format's kernel call takes."""
+    for face in FACES.values():
+        for case in face.cases():
+            if "dequantize" in case.ops or "matmul" in case.ops:
+                assert tuple(case.params) == face.kernel_keywords, case.id

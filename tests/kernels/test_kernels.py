@@ -152,3 +152,10 @@ def test_benchmark_script_runs_in_the_interpreter():
                           text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.count("check ok/ok/ok") == 3
+
+
+def test_runner_passes_torch_tensors_with_device_cpu():
+    """--device cpu: the subject gets torch tensors and returns torch tensors; the judge reads them back."""
+    result = run_kernel("reference_kernels.gptq:dequantize_v2", fmt="gptq_v2", op="dequantize", device="cpu",
+                        pattern=r"gptq_v2/read/b3_asym_g32_act_order")
+    assert [c.status for c in result.cases] == ["pass"]
