@@ -17,11 +17,12 @@ __all__ = ["main"]
 
 
 def _cmd_schema(args: argparse.Namespace) -> int:
-    from .schema import available_formats, schema_text
+    from .schema import available_formats, schema_for, schema_text
 
-    names = [args.format] if args.format else available_formats()
-    for name in names:
-        sys.stdout.write(schema_text(name))
+    if args.format:
+        sys.stdout.write(schema_text(args.format))
+    else:                                        # one JSON document: {format: schema}
+        sys.stdout.write(json.dumps({name: schema_for(name) for name in available_formats()}, indent=2) + "\n")
     return 0
 
 
@@ -46,6 +47,8 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     from .validate import validate
 
     report = validate(args.path, deep=args.deep, fmt=args.format, progress=_progress_bar(sys.stderr), jobs=args.jobs)
+    if args.strict:
+        report = report.strictly()
     sys.stdout.write(to_json(report) + "\n" if args.json else to_text(report, verbose=args.verbose))
     return report.exit_code(strict=args.strict)
 
@@ -160,14 +163,18 @@ def _conformance_parser(sub) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from . import __version__
+
     parser = argparse.ArgumentParser(prog="qformats", description="Quantized weight formats: spec tools.")
+    parser.add_argument("--version", action="version", version=f"qformats {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     schema = sub.add_parser("schema", help="print the JSON Schema of a format's models")
-    schema.add_argument("format", nargs="?", help="gptq, q4_k, spqr or gguf (default: all)")
+    schema.add_argument("format", nargs="?", help="gptq, q4_k, spqr or gguf (default: one object keyed by format)")
     schema.set_defaults(run=_cmd_schema)
     val = sub.add_parser("validate", help="check a checkpoint against the spec; exit 0 valid, 1 invalid, 2 could not run")
     val.add_argument("path", help=".safetensors file, checkpoint directory (sharded or not) or .gguf file")
-    val.add_argument("--json", action="store_true", help="print one JSON object (the contract in DESIGN.md §4)")
+    val.add_argument("--json", action="store_true", help="print one JSON object: path, verdict, format, findings, "
+                     "layers, summary")
     val.add_argument("--strict", action="store_true", help="warnings make the verdict exit 1")
     val.add_argument("--deep", action="store_true", help="decode every layer and check the weights are finite")
     val.add_argument("--format", default="auto", choices=FORMATS)
@@ -198,6 +205,16 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null so Python's exit-time flush does not raise on the closed pipe again."""
+    import os
+
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     try:
@@ -206,6 +223,9 @@ def main(argv: list[str] | None = None) -> int:
         return int(exc.code or 0)
     try:
         return args.run(args)
+    except BrokenPipeError:       # `qformats schema | head -1`: the reader left; that is not our error
+        _quiet_stdout()
+        return 0
     except QFormatsError as err:  # only could-not-run problems reach here; findings are in the report
         print(f"qformats: {err}", file=sys.stderr)
         return 2

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, model_serializer
 
 from .errors import CODES, QFormatsError
 
@@ -27,13 +27,23 @@ class Finding(BaseModel):
     clause: str
     tensor: str | None = None
     message: str
+    count: int | None = None   # how many instances one finding stands for (fields, blocks), where countable
+
+    @model_serializer(mode="wrap")
+    def _without_empty_count(self, handler):
+        """The JSON contract's five keys, and ``count`` only where a finding has one (an extension)."""
+        data = handler(self)
+        if data.get("count") is None:
+            data.pop("count", None)
+        return data
 
 
-def finding(code: str, severity: Severity, message: str, *, tensor: str | None = None) -> Finding:
+def finding(code: str, severity: Severity, message: str, *, tensor: str | None = None,
+            count: int | None = None) -> Finding:
     """A finding whose clause is the one registered for ``code``."""
     if code not in CODES:
         raise KeyError(f"unregistered qformats code {code!r}")
-    return Finding(code=code, severity=severity, clause=CODES[code][0], tensor=tensor, message=message)
+    return Finding(code=code, severity=severity, clause=CODES[code][0], tensor=tensor, message=message, count=count)
 
 
 def from_error(err: QFormatsError) -> Finding:

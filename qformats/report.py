@@ -7,10 +7,16 @@ from collections import defaultdict
 
 from .validate import Report
 
-__all__ = ["to_json", "to_text"]
+__all__ = ["to_json", "to_text", "plural"]
 
 SEVERITY_ORDER = ("error", "warning", "info")
 MAX_PER_GROUP = 5  # keep the text short enough to read; --json has everything
+DEEP_ROWS = 10     # --deep: the layers with the largest |w| in text; --json has every layer
+
+
+def plural(n: int, word: str) -> str:
+    """``1 layer``, ``2 layers``."""
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
 def to_json(report: Report) -> str:
@@ -18,18 +24,67 @@ def to_json(report: Report) -> str:
     return json.dumps(report.model_dump(), indent=2, default=str)
 
 
-def _layer_of(tensor: str | None, layers: list[str]) -> str:
+def _layer_of(tensor: str | None, layers: list[str]) -> str | None:
+    """The layer a finding's tensor belongs to, or None when it names something else (a config key)."""
     if not tensor:
-        return "(checkpoint)"
+        return None
     matches = [name for name in layers if tensor == name or tensor.startswith(name + ".")]
-    return max(matches, key=len) if matches else tensor
+    return max(matches, key=len) if matches else None
+
+
+def _headline(report: Report) -> str:
+    s = report.summary
+    verdict = report.verdict.upper()
+    if s.get("strict") and s["warnings"] and not s["errors"]:
+        verdict += f" (strict: {plural(s['warnings'], 'warning')})"
+    return (f"{report.path}: {verdict} ({report.format}, {plural(s['layers'], 'layer')}, "
+            f"{plural(s['errors'], 'error')}, {plural(s['warnings'], 'warning')})")
+
+
+def _group_lines(code: str, items: list, layer_names: list[str], verbose: bool) -> list[str]:
+    layers = [_layer_of(f.tensor, layer_names) for f in items]
+    named = sorted({name for name in layers if name})
+    where = "in " + plural(len(named), "layer") if named and len(named) == len(items) else \
+        "in " + plural(len(items), "place")
+    counts = [(name, f.count) for name, f in zip(layers, items) if f.count is not None]
+    if len(counts) > 1:
+        total = sum(n for _, n in counts)
+        per = ", ".join(f"{name or '?'} {n}" for name, n in counts[:MAX_PER_GROUP])
+        where += f" ({total} in all: {per}{', ...' if len(counts) > MAX_PER_GROUP else ''})"
+    lines = [f"  {code} [{items[0].clause}] {where}: {items[0].message}"]
+    if named:
+        shown = ", ".join(named[:MAX_PER_GROUP]) + (f", ... (+{len(named) - MAX_PER_GROUP})"
+                                                    if len(named) > MAX_PER_GROUP else "")
+        lines.append(f"    layers: {shown}")
+    others = sorted({f.tensor for f, name in zip(items, layers) if f.tensor and not name})
+    if others:
+        lines.append(f"    where: {', '.join(others[:MAX_PER_GROUP])}")
+    lines += [f"    also: {extra.message}" for extra in items[1:MAX_PER_GROUP if verbose else 1]]
+    return lines
+
+
+def _deep_lines(report: Report, verbose: bool) -> list[str]:
+    rows = [r for r in report.layers if "max_abs" in r or r.get("decoded")]
+    if not rows:
+        return []
+    rows.sort(key=lambda r: -(r.get("max_abs") or float("inf")))
+    shown = rows if verbose else rows[:DEEP_ROWS]
+    width = max(len(r["layer"]) for r in shown)
+    title = "decoded weights" + ("" if len(shown) == len(rows) else f" (the {len(shown)} largest of {len(rows)}; "
+                                                                   "--verbose or --json for all)")
+    lines = [f"{title}:", f"  {'layer':{width}}  {'mean':>11}  {'std':>11}  {'max |w|':>11}"]
+    for r in shown:
+        if r.get("decoded") == "non-finite":
+            lines.append(f"  {r['layer']:{width}}  non-finite")
+        else:
+            lines.append(f"  {r['layer']:{width}}  {r['mean']:11.4g}  {r['std']:11.4g}  {r['max_abs']:11.4g}")
+    return lines
 
 
 def to_text(report: Report, *, verbose: bool = False) -> str:
-    """Findings grouped by severity, then by code, with the layers each code touched."""
+    """Findings grouped by severity, then by code, with the layers each code touched; --deep statistics."""
     layer_names = [row["layer"] for row in report.layers]
-    lines = [f"{report.path}: {report.verdict.upper()} ({report.format}, {report.summary['layers']} layers, "
-             f"{report.summary['errors']} errors, {report.summary['warnings']} warnings)"]
+    lines = [_headline(report)]
     for severity in SEVERITY_ORDER:
         group = [f for f in report.findings if f.severity == severity]
         if not group or (severity == "info" and not verbose):
@@ -39,11 +94,6 @@ def to_text(report: Report, *, verbose: bool = False) -> str:
             by_code[f.code].append(f)
         lines.append(f"{severity}s:")
         for code, items in by_code.items():
-            layers = sorted({_layer_of(f.tensor, layer_names) for f in items})
-            lines.append(f"  {code} [{items[0].clause}] in {len(items)} place(s): {items[0].message}")
-            shown = ", ".join(layers[:MAX_PER_GROUP]) + (f", ... (+{len(layers) - MAX_PER_GROUP})"
-                                                         if len(layers) > MAX_PER_GROUP else "")
-            lines.append(f"    layers: {shown}")
-            for extra in items[1:MAX_PER_GROUP if verbose else 1]:
-                lines.append(f"    also: {extra.message}")
-    return "\n".join(lines) + "\n"
+            lines += _group_lines(code, items, layer_names, verbose)
+    lines += _deep_lines(report, verbose)
+    return "\n".join(line.rstrip() for line in lines) + "\n"

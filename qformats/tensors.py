@@ -33,10 +33,26 @@ class TensorSpec(BaseModel):
     required: bool = True
 
 
+def torch_dtype(value: Any) -> str | None:
+    """``"bfloat16"`` for a torch bfloat16 tensor and so on; None for anything that is not a torch tensor."""
+    if hasattr(value, "detach") and hasattr(value, "numpy") and hasattr(value, "dtype"):
+        return str(value.dtype).removeprefix("torch.")
+    return None
+
+
 def as_array(value: Any, name: str) -> np.ndarray:
-    """``np.asarray`` that also accepts CPU torch tensors and names the tensor on failure."""
-    if hasattr(value, "detach") and hasattr(value, "numpy"):  # torch.Tensor, without importing torch
-        value = value.detach().cpu().numpy()
+    """``np.asarray`` that also accepts CPU torch tensors and names the tensor on failure.
+
+    bfloat16 tensors (most real weights) widen exactly to float32 (bfloat16 is the top half of a
+    float32); tensors on another device, meta tensors included, are refused rather than copied.
+    """
+    if torch_dtype(value) is not None:                        # torch.Tensor, without importing torch
+        device = str(getattr(value, "device", "cpu"))
+        if device != "cpu":
+            raise fail("tensor.dtype", name, "a CPU tensor (call .cpu() first; meta tensors hold no data)",
+                       f"a tensor on {device}")
+        t = value.detach()
+        value = (t.float() if torch_dtype(value) == "bfloat16" else t).numpy()
     try:
         return np.asarray(value)
     except (TypeError, ValueError) as exc:
@@ -45,8 +61,10 @@ def as_array(value: Any, name: str) -> np.ndarray:
 
 def check_tensor(name: str, value: Any, dtype: str | Iterable[str], shape: tuple[int, ...] | None) -> np.ndarray:
     """Return ``value`` as an array after checking dtype then shape (QF-2.2, QF-2.3)."""
-    arr = as_array(value, name)
     allowed = (dtype,) if isinstance(dtype, str) else tuple(dtype)
+    if torch_dtype(value) == "bfloat16" and "float32" not in allowed:
+        raise fail("tensor.dtype", name, allowed[0] if len(allowed) == 1 else " or ".join(allowed), "bfloat16")
+    arr = as_array(value, name)
     if not arr.dtype.isnative:  # '>i8' is named int64 too; every later view would misread it
         raise fail("tensor.dtype", name, "in native (little-endian) byte order", arr.dtype.str)
     if arr.dtype.name not in allowed:

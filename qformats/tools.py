@@ -34,6 +34,8 @@ def _check_output(path: str, out: str) -> Path:
     if dst == src or src in dst.parents:
         raise fail("argument.invalid", "output", "outside the input checkpoint (qformats never writes to its input)",
                    str(out))
+    if dst.is_dir():
+        raise fail("argument.invalid", "output", "a file path, not an existing directory", str(out))
     return dst
 
 

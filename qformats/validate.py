@@ -50,6 +50,12 @@ class Report(BaseModel):
     layers: list[dict[str, Any]]
     summary: dict[str, Any]
 
+    def strictly(self) -> "Report":
+        """The report under ``--strict``: warnings make it invalid, so verdict and exit code agree."""
+        if self.verdict == "invalid" or not self.summary["warnings"]:
+            return self.model_copy(update={"summary": {**self.summary, "strict": True}})
+        return self.model_copy(update={"verdict": "invalid", "summary": {**self.summary, "strict": True}})
+
     def exit_code(self, *, strict: bool = False) -> int:
         """0 valid, 1 invalid; ``strict`` makes warnings invalid too."""
         if self.verdict == "invalid" or (strict and any(f.severity == "warning" for f in self.findings)):
@@ -117,7 +123,8 @@ def validate(path: str, *, deep: bool = False, fmt: str = "auto", progress: Prog
             rows, more = _run_layers(ckpt, layers, deep, progress)
         findings += more
         if not rows:
-            what = (f"{len(layers)} quantized layers, none of which could be checked" if layers else
+            what = (f"{len(layers)} quantized layer{'s' if len(layers) > 1 else ''}, none of which could be checked"
+                    if layers else
                     f"no {'' if fmt == 'auto' else fmt + ' '}quantized layer among {len(ckpt.tensor_names())} tensors")
             findings.append(finding("checkpoint.empty", "error", f"{what}: nothing was checked"))
         return _report(str(path), "+".join(sorted({layer.format for layer in layers})) or "unknown", findings, rows)

@@ -72,6 +72,18 @@ def test_json_output_follows_the_contract(capsys):
     assert doc["findings"][0]["clause"] == "GPTQ-8.3"
 
 
+def test_countable_findings_carry_their_count(capsys):
+    """A finding that stands for many instances adds "count" (an extension of the contract), and the text
+    report gives the total and the per-layer counts (2 layers of 8 all-ones fields each)."""
+    path = str(FIXTURES / "checkpoints" / "gptq_v1_zero_underflow_autogptq")
+    assert main(["validate", "--json", path]) == 1
+    found = [f for f in json.loads(capsys.readouterr().out)["findings"] if f["code"] == "gptq.zero.v1_unrepresentable"]
+    assert [f["count"] for f in found] == [8, 8]
+    assert main(["validate", path]) == 1
+    assert "in 2 layers (16 in all: model.layers.0.mlp.down_proj 8, model.layers.0.self_attn.q_proj 8)" in \
+        capsys.readouterr().out
+
+
 def test_valid_checkpoint_exits_0(capsys):
     """Exit 0: valid."""
     assert main(["validate", str(FIXTURES / "checkpoints" / "gptq_v1_sym_4bit")]) == 0

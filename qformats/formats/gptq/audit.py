@@ -75,7 +75,8 @@ def _underflow_finding(name: str, t: Mapping[str, np.ndarray], bits: int, group_
     return finding("gptq.zero.v1_unrepresentable", "error",
                    f"{evidence.all_ones_fields} v1 zero fields are all ones ({(1 << bits) - 1}), i.e. zero point 0, "
                    f"which v1 cannot represent; writer signature: {writer}; weights decoded differently from the "
-                   f"intended zero 0 per reader: {wrong}", tensor=f"{name}.qzeros")
+                   f"intended zero 0 per reader: {wrong}", tensor=f"{name}.qzeros",
+                   count=evidence.all_ones_fields)
 
 
 def _bits_per_weight(dims: LayerDims, bits: int) -> float:
