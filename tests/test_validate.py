@@ -127,7 +127,21 @@ def test_checkpoint_without_quantized_layers_is_invalid(tmp_path):
     save_file({"model.embed_tokens.weight": np.zeros((4, 4), np.float16)}, str(tmp_path / "plain.safetensors"))
     report = validate(str(tmp_path / "plain.safetensors"))
     assert report.verdict == "invalid"
-    assert [f.code for f in report.findings] == ["checkpoint.empty"]
+    assert [f.code for f in report.findings if f.severity == "error"] == ["checkpoint.empty"]
+
+
+def test_one_file_of_a_checkpoint_reads_the_config_beside_it(tmp_path):
+    """CKPT-2.1: a v2 checkpoint's model.safetensors validated alone gets the checkpoint's label (gptq_v2),
+    not a false label mismatch; alone in a folder, its label is unknown: a warning, no error, no fix."""
+    src = FIXTURES / "checkpoints" / "gptq_v2_asym_3bit_actorder"
+    report = validate(str(src / "model.safetensors"))
+    assert report.verdict == "valid" and not report.findings
+    assert {row["format"] for row in report.layers} == {"gptq_v2"}
+    shutil.copy(src / "model.safetensors", tmp_path / "model.safetensors")
+    alone = validate(str(tmp_path / "model.safetensors"))
+    assert alone.verdict == "valid"
+    assert [(f.code, f.severity) for f in alone.findings] == [("ckpt.config.none", "warning")]
+    assert "label is unknown" in alone.findings[0].message
 
 
 def test_strict_turns_warnings_into_exit_1(tmp_path):

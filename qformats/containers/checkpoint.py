@@ -254,8 +254,10 @@ def _open_file(file: str) -> Checkpoint:
     name = os.path.basename(file).lower()
     if name.endswith(INDEX_SUFFIX):
         return _open_dir(os.path.dirname(file) or ".", index=os.path.basename(file), path=file)
-    if name.endswith(".safetensors"):
-        return _from_safetensors((file,), path=file)
+    if name.endswith(".safetensors"):        # configs beside it count as for its directory (CKPT-2.1, CKPT-4)
+        directory = os.path.dirname(os.path.abspath(file))
+        configs, model_config, findings = _discover_configs(directory, set(_listing(directory)))
+        return _from_safetensors((file,), path=file, configs=configs, model_config=model_config, findings=findings)
     if name.endswith(".gguf"):
         return _open_gguf(file, file)
     if name.endswith(PICKLE_SUFFIXES):
@@ -318,8 +320,10 @@ def _discover_configs(directory: str, names: set[str]) -> tuple[tuple[ConfigSour
     findings: list[Finding] = []
     if not sources:
         findings.append(finding("ckpt.config.none", "warning",
-                                "no quantization config: none of config.json['quantization_config'], "
-                                "quantize_config.json, quant_config.json"))
+                                "no quantization config beside the weights: none of config.json"
+                                "['quantization_config'], quantize_config.json, quant_config.json; the format's "
+                                "label is unknown (GPTQ layers are read as their zeros say, v1 where they cannot "
+                                "tell, with bits and group size from the tensors)"))
     for i, a in enumerate(sources):
         for b in sources[i + 1:]:
             differ = sorted(k for k in a.config.keys() & b.config.keys() if a.config[k] != b.config[k])

@@ -79,10 +79,11 @@ def test_spqr_golden_opens_with_config_json():
         assert ckpt.tensor(name).dtype == np.int64
 
 
-def test_single_file_has_no_discovered_config():
-    """CKPT-4.1: a .safetensors path is self-contained: configs beside it are not read."""
-    with open_checkpoint(_golden(*GPTQ) / "model.safetensors") as ckpt:
-        assert (ckpt.kind, ckpt.configs, ckpt.findings) == ("safetensors", (), ())
+def test_single_file_reads_the_configs_beside_it():
+    """CKPT-2.1: "the config files beside it are discovered as for its directory"."""
+    with open_checkpoint(_golden(*GPTQ)) as whole, open_checkpoint(_golden(*GPTQ) / "model.safetensors") as one:
+        assert one.kind == "safetensors" and one.configs and one.configs == whole.configs
+        assert one.config == whole.config
 
 
 # -- could not run ---------------------------------------------------------------------------

@@ -33,7 +33,9 @@ def test_fixture_verdict(name, code, clause, warns):
         if code is None:
             with open_checkpoint(path) as ckpt:
                 assert ckpt.tensor_names()
-                assert sorted({f.code for f in ckpt.findings}) == sorted(warns)
+                # a lone file's folder here holds no quantization config: CKPT-4.3 says so, besides the ST codes
+                expected = sorted(set(warns) | ({"ckpt.config.none"} if path.is_file() else set()))
+                assert sorted({f.code for f in ckpt.findings}) == expected
         else:
             with pytest.raises(QFormatsError) as exc:
                 open_checkpoint(path)

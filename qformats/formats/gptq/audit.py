@@ -33,16 +33,18 @@ def layer_findings(name: str, layer: Any, *, bits: int, group_size: int | None, 
     try:
         return _layer_findings(name, layer, bits, group_size, declared, desc_act, sym, deep)
     except QFormatsError as err:
-        return [from_error(err.within(name))], {"layer": name, "format": f"gptq_{declared}", "bits": bits}
+        return [from_error(err.within(name))], {"layer": name, "format": f"gptq_{declared or 'v1'}", "bits": bits}
 
 
-def _layer_findings(name: str, layer: Any, bits: int, group_size: int | None, declared: str, desc_act: bool,
+def _layer_findings(name: str, layer: Any, bits: int, group_size: int | None, declared: str | None, desc_act: bool,
                     sym: bool | None, deep: bool) -> tuple[list[Finding], dict[str, Any]]:
     dims, t = checked_tensors(layer, bits, group_size)
     check_g_idx(t["g_idx"], dims.n_groups, dims.group_size)
     findings = g_idx_findings(t["g_idx"], dims.group_size, desc_act=desc_act, tensor=f"{name}.g_idx")
     evidence = label_evidence(t["qzeros"], bits, qweight=t["qweight"], g_idx=t["g_idx"], sym=sym)
-    if evidence.verdict not in (declared, "undetermined"):
+    if declared is None:     # no config, no label (CKPT-4.3): read as the zeros say, v1 when they cannot tell
+        declared = evidence.verdict if evidence.verdict in ("v1", "v2") else "v1"
+    elif evidence.verdict not in (declared, "undetermined"):
         fix = (f"qformats convert PATH --to {'gptq_v2' if evidence.verdict == 'v2' else 'gptq'} "
                f"--source-version {evidence.verdict} -o OUT")
         findings.append(finding("gptq.label.mismatch", "error",

@@ -196,13 +196,13 @@ def check_g_idx(g_idx: np.ndarray, groups: int, group_size: int) -> None:
                    f"{int(counts[grp])} rows")
 
 
-def g_idx_findings(g_idx: np.ndarray, group_size: int, *, desc_act: bool, tensor: str = "g_idx") -> list[Finding]:
-    """Warn when a non-trivial g_idx comes without desc_act (GPTQ-5.4).
+def g_idx_findings(g_idx: np.ndarray, group_size: int, *, desc_act: bool | None, tensor: str = "g_idx") -> list[Finding]:
+    """Warn when a non-trivial g_idx comes with desc_act false (GPTQ-5.4); None (no config) says nothing.
 
     vLLM's gptq path drops g_idx unless desc_act is set, GPTQModel honours it: the two decode
     such a layer differently.
     """
-    if desc_act or is_trivial_g_idx(g_idx, group_size):
+    if desc_act is not False or is_trivial_g_idx(g_idx, group_size):
         return []
     rows = int(np.count_nonzero(g_idx != trivial_g_idx(len(g_idx), group_size)))
     return [finding("gptq.g_idx.ignored_without_desc_act", "warning",

@@ -23,6 +23,11 @@ ANCHOR = "qweight"
 SUFFIXES = ("qweight", "qzeros", "scales", "g_idx", "bias")
 
 
+NO_LABEL = ("no quantization config found (config.json, quantize_config.json, quant_config.json): the "
+            "checkpoint_format label is unknown, so each GPTQ layer is read as its zeros say (v1 where they cannot "
+            "tell, GPTQ-6.3) with bits and group size from the tensors")
+
+
 def refuse_other_layout(config: dict[str, Any]) -> None:
     """QF-5.2: a GPTQ ``checkpoint_format`` naming another layout (GPTQ-6.3) is a format qformats does not cover."""
     if str(config.get("quant_method", config.get("method", ""))).lower() != "gptq":
@@ -44,9 +49,8 @@ def require_config(ckpt: Any) -> GPTQConfig:
 
 def _config(ckpt: Any) -> tuple[Any, list[Finding]]:
     if not ckpt.configs:
-        return None, [finding("checkpoint.config.missing", "warning", "no quantization config found "
-                              "(config.json, quantize_config.json, quant_config.json): bits and group size "
-                              "are read off the tensors and the label is taken as v1 (GPTQ-6.3)")]
+        said = any(f.code == "ckpt.config.none" for f in ckpt.findings)    # one warning, not two
+        return None, [] if said else [finding("checkpoint.config.missing", "warning", NO_LABEL)]
     try:
         config, findings = parse_config(ckpt.config, source=ckpt.configs[0].file)
     except QFormatsError as err:  # other layouts were refused before any layer was read
@@ -65,7 +69,7 @@ def _params(config: Any, params: ModuleParams | None, name: str,
         if tensor_bits not in BITS:
             return None, [finding("tensor.shape", "error", f"'{name}' has no consistent GPTQ width "
                                   "(qzeros columns * 32 / scales columns is not 2, 3, 4 or 8)", tensor=name)]
-        return {"bits": tensor_bits, "group_size": None, "desc_act": False, "sym": None, "version": "v1"}, []
+        return {"bits": tensor_bits, "group_size": None, "desc_act": None, "sym": None, "version": None}, []
     findings = []
     if params.excluded_by:
         findings.append(finding("gptq.config.tensor_mismatch", "error", f"dynamic rule {params.excluded_by!r} "
