@@ -74,7 +74,7 @@ def _codes(qweight, b: int, n: int) -> np.ndarray:
         raise fail("tensor.dtype", "qweight", "int32", qw.dtype.name)
     if qw.ndim != 2 or qw.shape[1] != n or (qw.shape[0] * 32) % b or qw.shape[0] == 0:
         raise fail("tensor.shape", "qweight", f"2-D (K*{b}/32, {n})", tuple(qw.shape))
-    return unpack(qw, b, axis=0).astype(np.int64)
+    return unpack(qw, b, axis=0)                   # uint8: the sums below widen per reduction, not per code
 
 
 def _groups(g_idx, k: int, g: int) -> np.ndarray:
@@ -159,13 +159,22 @@ def label_evidence(qzeros, bits: int, *, qweight=None, g_idx=None, sym: bool | N
 
 
 def _mean_code_offset(qweight, f: np.ndarray, g_idx, b: int) -> tuple[float | None, float | None]:
-    """Mean and std over (group, column) of mean code minus stored field, all-ones fields left out."""
+    """Mean and std over (group, column) of mean code minus stored field, all-ones fields left out.
+
+    The per-cell code sums come from the packed words (``moments.cell_sums``), never from an
+    unpacked code matrix: label evidence is part of every plain ``validate``.
+    """
+    from .moments import cell_sums  # moments imports the codec, which this module must not
+
     g, n = f.shape
-    q = _codes(qweight, b, n)
-    gi = _groups(g_idx, q.shape[0], g)
-    sums = np.zeros((g, n), np.float64)
-    np.add.at(sums, gi, q)
-    counts = np.bincount(gi, minlength=g).astype(np.float64)
+    qw = as_array(qweight, "qweight")
+    if qw.dtype != np.int32:
+        raise fail("tensor.dtype", "qweight", "int32", qw.dtype.name)
+    if qw.ndim != 2 or qw.shape[1] != n or (qw.shape[0] * 32) % b or qw.shape[0] == 0:
+        raise fail("tensor.shape", "qweight", f"2-D (K*{b}/32, {n})", tuple(qw.shape))
+    gi = _groups(g_idx, qw.shape[0] * 32 // b, g)
+    counts, sums = cell_sums(qw, gi.astype(np.intp), b, g)
+    counts = counts.astype(np.float64)
     valid = (counts[:, None] > 0) & (f != (1 << b) - 1)
     if not valid.any():
         return None, None

@@ -37,7 +37,7 @@ from . import checks
 from .codec import zeros_from_fields
 from .layout import Version, check_bits, check_version
 
-__all__ = ["decode_moments", "checked_moments"]
+__all__ = ["decode_moments", "checked_moments", "cell_sums"]
 
 FAST_BITS = (2, 4, 8)
 BLOCK_BYTES = 1 << 20  # qweight bytes reduced at once on the fast path: field planes stay in cache
@@ -67,6 +67,17 @@ def checked_moments(t: Mapping[str, np.ndarray], *, bits: int, version: Version)
     else:
         cells = _PackedCells(t["qweight"], bits, groups, rows).run()
     return _moments(*cells, zeros, t["scales"], k=len(g_idx))
+
+
+def cell_sums(qweight: np.ndarray, g_idx: np.ndarray, bits: int, groups: int) -> tuple[np.ndarray, np.ndarray]:
+    """(rows per group (G,), sum of the codes of each (group, column) cell (G, N)): what the label
+    evidence needs (GPTQ-8.2), by the fast path where it applies, computing nothing else."""
+    rows = _word_rows_per_group(g_idx, bits, groups)
+    if rows is None:
+        count, s1, *_ = _unpacked_cells(qweight, g_idx, bits, groups, sums_only=True)
+    else:
+        count, s1, *_ = _PackedCells(qweight, bits, groups, rows, sums_only=True).run()
+    return count, s1
 
 
 def _moments(count: np.ndarray, s1: np.ndarray, s2: np.ndarray, low: np.ndarray, high: np.ndarray,
@@ -107,8 +118,9 @@ class _PackedCells:
     Scratch planes are allocated once per layer, so the loop allocates nothing large.
     """
 
-    def __init__(self, qweight: np.ndarray, bits: int, groups: int, rows: int) -> None:
+    def __init__(self, qweight: np.ndarray, bits: int, groups: int, rows: int, *, sums_only: bool = False) -> None:
         n = qweight.shape[1]
+        self.sums_only = sums_only
         self.planes = qweight.view(np.uint8).reshape(groups, rows, 4 * n)
         self.bits, self.rows = bits, rows
         self.maxq, self.fields = (1 << bits) - 1, 8 // bits
@@ -130,7 +142,7 @@ class _PackedCells:
         for g in range(0, groups, self.block_groups):
             for c in range(0, n, self.span):
                 cells = (slice(g, min(groups, g + self.block_groups)), slice(c, min(n, c + self.span)))
-                for dst, src in zip(out, self._block(*cells)):
+                for dst, src in zip(out, self._block(*cells)):   # sums_only: the first alone
                     dst[cells] = src
         count = np.full(groups, self.rows * 32 // self.bits, np.int64)
         return (count,) + out
@@ -140,15 +152,14 @@ class _PackedCells:
         block = self.planes[groups, :, 4 * columns.start:4 * columns.stop]
         fields = [self._field(block, j, p[:gc, :, :width]) for j, p in enumerate(self.scratch[:self.fields])]
         total, squares, part, part8 = (a[:gc, :width] for a in self.sums)
+        if self.sums_only:
+            self._sum_rows(self._per_byte(fields, gc, width), total)
+            return (_fold(total, np.add),)
         low, high = np.minimum.reduce(fields[0], axis=1), np.maximum.reduce(fields[0], axis=1)
         for f in fields[1:]:
             np.minimum(low, np.minimum.reduce(f, axis=1, out=part8), out=low)
             np.maximum(high, np.maximum.reduce(f, axis=1, out=part8), out=high)
-        per_byte = fields[0]
-        if self.fields > 1:
-            per_byte = functools.reduce(lambda acc, f: np.add(acc, f, out=acc), fields[2:],
-                                        np.add(fields[0], fields[1], out=self.scratch[-1][:gc, :, :width]))
-        self._sum_rows(per_byte, total)  # (8 / b) * maxq <= 255: per_byte stays uint8
+        self._sum_rows(self._per_byte(fields, gc, width), total)  # (8 / b) * maxq <= 255: stays uint8
         for i, f in enumerate(fields):
             # maxq^2 fits uint8 below 8 bits (square the scratch plane in place); 8-bit codes
             # are squared into wide lanes.
@@ -157,6 +168,13 @@ class _PackedCells:
             if i:
                 squares += part
         return _fold(total, np.add), _fold(squares, np.add), _fold(low, np.minimum), _fold(high, np.maximum)
+
+    def _per_byte(self, fields: list[np.ndarray], gc: int, width: int) -> np.ndarray:
+        """The sum of a byte's fields, in a scratch plane (fields[0] itself at 8 bits)."""
+        if self.fields == 1:
+            return fields[0]
+        return functools.reduce(lambda acc, f: np.add(acc, f, out=acc), fields[2:],
+                                np.add(fields[0], fields[1], out=self.scratch[-1][:gc, :, :width]))
 
     def _sum_rows(self, per_byte: np.ndarray, out: np.ndarray) -> None:
         """Sum over rows: halve in place in uint8 while no sum can pass 255, then widen.
@@ -188,7 +206,8 @@ def _fold(a: np.ndarray, op: np.ufunc) -> np.ndarray:
     return op(op(a[:, 0::4], a[:, 1::4]), op(a[:, 2::4], a[:, 3::4]))
 
 
-def _unpacked_cells(qweight: np.ndarray, g_idx: np.ndarray, bits: int, groups: int) -> tuple[np.ndarray, ...]:
+def _unpacked_cells(qweight: np.ndarray, g_idx: np.ndarray, bits: int, groups: int, *,
+                    sums_only: bool = False) -> tuple[np.ndarray, ...]:
     """General path: unpack column slices, sort rows by group, reduce each run of rows.
 
     ``check_g_idx`` leaves no group empty, so every run is non-empty.
@@ -201,6 +220,9 @@ def _unpacked_cells(qweight: np.ndarray, g_idx: np.ndarray, bits: int, groups: i
     for c0 in range(0, n, SLICE_COLUMNS):
         c1 = min(n, c0 + SLICE_COLUMNS)
         codes = bitpack.unpack(qweight[:, c0:c1], bits, axis=0)[order].astype(np.int64)
+        if sums_only:
+            out[0][:, c0:c1] = np.add.reduceat(codes, starts, axis=0)
+            continue
         for dst, ufunc, x in zip(out, (np.add, np.add, np.minimum, np.maximum), (codes, codes * codes, codes, codes)):
             dst[:, c0:c1] = ufunc.reduceat(x, starts, axis=0)
     return (count,) + tuple(out)
