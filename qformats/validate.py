@@ -26,7 +26,8 @@ from .layers import LayerGroup, Progress, load_layer, tick
 __all__ = ["Report", "validate", "group_layers", "load_layer", "LayerGroup", "FORMATS", "COULD_NOT_RUN"]
 
 FORMATS = ("auto", *registry.FACES)
-COULD_NOT_RUN = frozenset(COULD_NOT_RUN_CODES) | {"checkpoint.format.unsupported", "argument.invalid"}
+COULD_NOT_RUN = frozenset(COULD_NOT_RUN_CODES) | {"checkpoint.format.unsupported", "argument.invalid",
+                                                  "checkpoint.empty"}
 # Other layouts, recognised by tensor name and never decoded (QF-5.2).
 FOREIGN_SUFFIXES = {"B": "GPTQ Marlin (B, s)", "SCB": "bitsandbytes int8", "absmax": "bitsandbytes 4-bit",
                     "quant_map": "bitsandbytes 4-bit", "bitsandbytes__nf4": "bitsandbytes nf4",
@@ -122,11 +123,12 @@ def validate(path: str, *, deep: bool = False, fmt: str = "auto", progress: Prog
         else:
             rows, more = _run_layers(ckpt, layers, deep, progress)
         findings += more
+        if not layers:       # QF-5.1: nothing of the asked formats here, so nothing to judge (exit 2)
+            raise fail("checkpoint.empty", None, f"a checkpoint holding {_wanted(fmt)} layers",
+                       f"none among {len(ckpt.tensor_names())} tensors", file=str(path))
         if not rows:
-            what = (f"{len(layers)} quantized layer{'s' if len(layers) > 1 else ''}, none of which could be checked"
-                    if layers else
-                    f"no {'' if fmt == 'auto' else fmt + ' '}quantized layer among {len(ckpt.tensor_names())} tensors")
-            findings.append(finding("checkpoint.empty", "error", f"{what}: nothing was checked"))
+            findings.append(finding("checkpoint.empty", "error", f"{len(layers)} quantized "
+                                    f"layer{'s' if len(layers) > 1 else ''}, none of which could be checked"))
         return _report(str(path), "+".join(sorted({layer.format for layer in layers})) or "unknown", findings, rows)
 
 
@@ -162,10 +164,15 @@ def _gguf(ckpt: Checkpoint, fmt: str, deep: bool, progress: Progress | None) -> 
     if other:
         findings.append(finding("checkpoint.layer.unsupported", "info", f"{other} GGUF tensors of other types "
                                 "were size-checked by the reader but not decoded"))
-    if not rows:
-        what = "/".join(t for face in _gguf_faces() for t in face.layers.GGUF_TYPES) if fmt == "auto" else fmt
-        findings.append(finding("checkpoint.empty", "error", f"no {what} layer in this GGUF file: nothing was checked"))
+    if not rows:         # QF-5.1: a vocab-only file, or none of the asked types: nothing to judge (exit 2)
+        types = "/".join(t for face in _gguf_faces() for t in face.layers.GGUF_TYPES) if fmt == "auto" else fmt
+        raise fail("checkpoint.empty", None, f"a GGUF file holding {types} tensors",
+                   f"{len(ckpt.gguf.tensors)} tensors, none of them {types}", file=ckpt.path)
     return rows, findings
+
+
+def _wanted(fmt: str) -> str:
+    return "quantized (" + ", ".join(registry.FACES) + ")" if fmt == "auto" else fmt
 
 
 def _run_subset(path: str, names: list[str], deep: bool) -> tuple[list[dict[str, Any]], list[Finding]]:

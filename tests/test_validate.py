@@ -125,9 +125,10 @@ def test_checkpoint_without_quantized_layers_is_invalid(tmp_path):
     from safetensors.numpy import save_file
 
     save_file({"model.embed_tokens.weight": np.zeros((4, 4), np.float16)}, str(tmp_path / "plain.safetensors"))
-    report = validate(str(tmp_path / "plain.safetensors"))
-    assert report.verdict == "invalid"
-    assert [f.code for f in report.findings if f.severity == "error"] == ["checkpoint.empty"]
+    with pytest.raises(QFormatsError) as exc:        # QF-5.1: could not run (exit 2), never valid
+        validate(str(tmp_path / "plain.safetensors"))
+    assert exc.value.code == "checkpoint.empty"
+    assert main(["validate", str(tmp_path / "plain.safetensors")]) == 2
 
 
 def test_one_file_of_a_checkpoint_reads_the_config_beside_it(tmp_path):
@@ -294,9 +295,26 @@ def test_hostile_layers_and_configs_are_findings_not_crashes(tmp_path, tensors, 
 
 
 def test_format_option_applies_to_gguf_files():
-    """--format gptq on a GGUF file checks no GPTQ layer, which is never a pass (QF-5.1)."""
-    report = validate(str(FIXTURES / "checkpoints" / "q4_k.gguf"), fmt="gptq")
-    assert (report.verdict, [f.code for f in report.findings]) == ("invalid", ["checkpoint.empty"])
+    """--format gptq on a GGUF file checks no GPTQ layer: could not run (QF-5.1), never a pass."""
+    with pytest.raises(QFormatsError) as exc:
+        validate(str(FIXTURES / "checkpoints" / "q4_k.gguf"), fmt="gptq")
+    assert exc.value.code == "checkpoint.empty"
+
+
+def test_format_naming_an_absent_format_is_exit_2(capsys):
+    """QF-5.1: --format spqr on a GPTQ checkpoint is the same rule as a checkpoint without layers: exit 2."""
+    assert main(["validate", "--format", "spqr", str(FIXTURES / "checkpoints" / "gptq_v1_sym_4bit")]) == 2
+    assert "checkpoint.empty" in capsys.readouterr().err
+
+
+def test_vocab_only_gguf_is_not_invalid(tmp_path, capsys):
+    """A GGUF file with no tensors is a well-formed container: nothing to check, exit 2, never invalid."""
+    import struct
+
+    blob = b"GGUF" + struct.pack("<IQQ", 3, 0, 0)                 # v3, no tensors, no metadata
+    (tmp_path / "vocab.gguf").write_bytes(blob)
+    assert main(["validate", str(tmp_path / "vocab.gguf")]) == 2
+    assert "checkpoint.empty" in capsys.readouterr().err
 
 
 def test_every_bad_q4k_tensor_of_a_gguf_file_is_reported(tmp_path):
