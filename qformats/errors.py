@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["CODES", "QFormatsError", "fail", "format_actual"]
+__all__ = ["CODES", "QFormatsError", "fail", "fail_validation", "format_actual"]
 
 # code -> (clause, one-line meaning). Sections are owned by one area each.
 CODES: dict[str, tuple[str, str]] = {
@@ -240,3 +240,23 @@ def fail(code: str, tensor: str | None, constraint: str, actual: Any, *, clause:
         clause=clause,
         file=file,
     )
+
+
+# pydantic's wording, turned into the constraint of "'x' must be <constraint> (got y)".
+_PYDANTIC = (("Field required", "present"), ("Extra inputs are not permitted", "absent (not a defined key)"))
+
+
+def _constraint(msg: str) -> str:
+    for theirs, ours in _PYDANTIC:
+        if msg == theirs:
+            return ours
+    msg = msg.removeprefix("Value error, ").removeprefix("Input should be ").removeprefix("Input should ")
+    msg = msg.split(", unable to ")[0]          # "a valid integer, unable to parse string as an integer"
+    return msg[:1].lower() + msg[1:]
+
+
+def fail_validation(code: str, exc: Any, *, file: str | None = None) -> QFormatsError:
+    """A pydantic ``ValidationError``'s first error as ``'field' must be ... (got ...)``, no pydantic text."""
+    err = exc.errors()[0]
+    field = ".".join(str(p) for p in err["loc"]) or "config"
+    return fail(code, field, _constraint(err["msg"]), err.get("input"), file=file)

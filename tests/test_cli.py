@@ -72,3 +72,25 @@ def test_decode_into_an_existing_directory_is_a_usage_error(tmp_path, capsys):
 def test_help_does_not_cite_documents_users_do_not_have():
     done = subprocess.run([sys.executable, "-m", "qformats", "validate", "--help"], capture_output=True, text=True)
     assert "DESIGN" not in done.stdout
+
+
+def test_messages_read_as_sentences(tmp_path, capsys):
+    """No pydantic text, no "value must", no "1 files"; a parent of checkpoints names them."""
+    import shutil
+    from pathlib import Path
+
+    from qformats.formats.gptq.layout import parse_config
+
+    from qformats.errors import QFormatsError
+    try:
+        parse_config({"bits": 4, "quant_method": "awq2"})
+    except QFormatsError as err:
+        assert str(err).startswith("'quant_method' must be 'gptq' (got awq2)")
+    assert main(["validate", str(tmp_path / "nope")]) == 2
+    assert "'path' must be an existing file or directory" in capsys.readouterr().err
+    (tmp_path / "notes.txt").write_text("x")
+    shutil.copytree(Path(__file__).resolve().parents[1] / "fixtures/checkpoints/spqr_csr", tmp_path / "run1")
+    assert main(["validate", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "got 1 file, none of them weights; checkpoints in subfolders, pass one: run1" in err
+    assert "value must" not in err

@@ -90,7 +90,7 @@ def path_error(exc: OSError, file: str) -> QFormatsError:
     if exc.errno == errno.ELOOP:
         return fail("ckpt.path.symlink_loop", None, "a path without a symbolic link loop", file, file=file)
     if exc.errno in (errno.ENOENT, errno.ENOTDIR):
-        return fail("ckpt.path.missing", None, "an existing path", file, file=file)
+        return fail("ckpt.path.missing", "path", "an existing file or directory", file, file=file)
     return fail("ckpt.path.unreadable", None, "a readable path", f"{exc.strerror or exc}", file=file)
 
 
@@ -352,6 +352,21 @@ def _listing(directory: str) -> dict[str, str]:
     return files
 
 
+def _checkpoint_subfolders(directory: str, limit: int = 1000) -> list[str]:
+    """Subfolders (of the first ``limit`` entries) that hold weights: a parent of several checkpoints."""
+    out = []
+    try:
+        with os.scandir(directory) as entries:
+            for i, entry in enumerate(entries):
+                if i >= limit:
+                    break
+                if entry.is_dir() and any(n.endswith((".safetensors", ".gguf")) for n in _listing(entry.path)):
+                    out.append(entry.name)
+    except (OSError, QFormatsError):
+        return out
+    return sorted(out)
+
+
 def _pickles(files: dict[str, str]) -> list[str]:
     """CKPT-2.2: pickle files by suffix, or by pickle/zip magic for names we do not recognise."""
     known = (".safetensors", ".gguf", ".json")
@@ -383,8 +398,13 @@ def _open_dir(directory: str, *, index: str | None = None, path: str | None = No
         if pickles:
             raise _refuse_pickle(pickles[0], f"the only weights here are pickles: "
                                  f"{[os.path.basename(p) for p in pickles]}")
-        what = f"{len(ggufs)} .gguf files (pass one)" if ggufs else f"{len(files)} files, none of them weights"
-        raise fail("ckpt.no_model", None, "a directory with .safetensors weights, an index, or one .gguf file",
+        what = f"{len(ggufs)} .gguf files (pass one)" if ggufs else \
+            f"{len(files)} file{'' if len(files) == 1 else 's'}, none of them weights"
+        subfolders = _checkpoint_subfolders(directory)
+        if subfolders:
+            what += f"; checkpoints in subfolders, pass one: {', '.join(subfolders[:3])}" + \
+                (f" (+{len(subfolders) - 3} more)" if len(subfolders) > 3 else "")
+        raise fail("ckpt.no_model", "path", "a directory with .safetensors weights, an index, or one .gguf file",
                    what, file=directory)
     configs, model_config, findings = _discover_configs(directory, set(files))
     findings = [finding("ckpt.pickle.skipped", "warning", f"pickle file {os.path.basename(p)} not opened "

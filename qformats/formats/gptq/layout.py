@@ -24,7 +24,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ... import SPEC_VERSION
-from ...errors import fail
+from ...errors import fail, fail_validation
 from ...findings import Finding, finding
 from ...tensors import TensorSpec
 from . import dynamic
@@ -255,10 +255,7 @@ def parse_config(raw: Mapping[str, Any], *, source: str | None = None) -> tuple[
     try:
         config = GPTQConfig.model_validate(data)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        field = ".".join(str(p) for p in err["loc"]) or "config"
-        message = err["msg"].removeprefix("Value error, ").lower()
-        raise fail("gptq.config.invalid", field, message, err.get("input")) from None
+        raise fail_validation("gptq.config.invalid", exc) from None
     for key in sorted(config.model_extra or {}):
         where = f" in {source}" if source else ""
         findings.append(finding("gptq.config.unknown_key", "warning",

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 from pydantic import ValidationError
 
-from ...errors import fail
+from ...errors import fail, fail_validation
 from ...findings import Finding, finding
 from ...tensors import Layer, as_array, check_finite, check_tensor
 from .codec import as_layer, check_perm, entry_rows, outlier_mask, second_order, so_bytes, split_col_vals, unpack_perm
@@ -174,11 +174,10 @@ def check_config(config: SpQRConfig | Mapping[str, Any]) -> SpQRConfig:
     try:
         return SpQRConfig(**known)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        field = ".".join(str(p) for p in err["loc"]) or "quantization_config"
-        if err["type"] == "missing":
+        if exc.errors()[0]["type"] == "missing":
+            field = ".".join(str(p) for p in exc.errors()[0]["loc"])
             raise fail("spqr.config.invalid", field, "present", "missing") from None
-        raise fail("spqr.config.invalid", field, err["msg"].lower(), err.get("input")) from None
+        raise fail_validation("spqr.config.invalid", exc) from None
 
 
 def _check_against_config(t: dict[str, np.ndarray], config: Any, module: str | None) -> None:
