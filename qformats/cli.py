@@ -81,8 +81,9 @@ def _cell(value: object) -> str:
 def _cmd_decode(args: argparse.Namespace) -> int:
     from .tools import decode
 
-    for name in decode(args.path, args.tensor, args.output):
-        print(f"{name} -> {args.output}")
+    for name, note in decode(args.path, args.tensor, args.output, source_version=args.source_version,
+                             permuted=args.permuted).items():
+        print(f"{name} -> {args.output}: {note}")
     return 0
 
 
@@ -189,6 +190,10 @@ def build_parser() -> argparse.ArgumentParser:
     dec.add_argument("path")
     dec.add_argument("--tensor", action="append", required=True, help="layer (module) or tensor name; repeatable")
     dec.add_argument("-o", "--output", required=True)
+    dec.add_argument("--source-version", choices=("v1", "v2"),
+                     help="GPTQ: what the stored zeros really are, for a checkpoint whose label contradicts them")
+    dec.add_argument("--permuted", action="store_true",
+                     help="SpQR: keep the permuted column order (as spqr_quant's dequantize()); default: original")
     dec.set_defaults(run=_cmd_decode)
     conv = sub.add_parser("convert", help="rewrite a GPTQ checkpoint's zeros as v2 (lossless) or v1")
     conv.add_argument("path")

@@ -20,7 +20,7 @@ from .containers.checkpoint import Checkpoint, open_checkpoint
 from .errors import QFormatsError, fail
 from .formats import gptq
 from .formats.gptq.evidence import label_evidence
-from .formats.gptq.layers import require_config
+from .formats.gptq.layers import refuse_mislabelled, require_config
 from .formats.gptq.layout import ModuleParams, modules_params
 from .formats import registry
 from .layers import load_layer
@@ -51,18 +51,22 @@ def _atomic_save(tensors: dict[str, np.ndarray], dst: Path, metadata: dict[str, 
             os.unlink(tmp)
 
 
-def decode(path: str, names: list[str], out: str) -> list[str]:
+def decode(path: str, names: list[str], out: str, **options: Any) -> dict[str, str]:
     """Decode the named layers (or tensors) with the reference reader into one safetensors file.
 
-    Each format's ``layers.decode`` decides the dtype: GPTQ and q4_K layers become float32
-    ``(out, in)``, SpQR layers float16 ``(out, in)``; GPTQ layers use their module's parameters
-    after ``dynamic`` overrides (GPTQ-6.6).
+    Each format's ``layers.decode`` decides the dtype and says it: GPTQ and q4_K layers become
+    float32 ``(out, in)``, SpQR layers float16 ``(out, in)`` in original column order unless
+    ``permuted=True``. GPTQ layers use their module's parameters after ``dynamic`` overrides
+    (GPTQ-6.6) and refuse a layer whose zeros contradict its label unless ``source_version`` says
+    what they are (GPTQ-8.3). Returns ``{tensor written: what it holds}``; errors name the layer.
     """
     dst = _check_output(path, out)
     decoded: dict[str, np.ndarray] = {}
+    notes: dict[str, str] = {}
     with open_checkpoint(path) as ckpt:
         if ckpt.kind == "gguf":
-            decoded = {name: _decode_gguf(ckpt, name) for name in names}
+            for name in names:
+                decoded[name], notes[name] = _decode_gguf(ckpt, name)
         else:
             layers = {g.name: g for g in group_layers(ckpt.tensor_names())[0]}
             for name in names:
@@ -70,20 +74,24 @@ def decode(path: str, names: list[str], out: str) -> list[str]:
                 if group is None:
                     raise fail("argument.invalid", "tensor", f"a quantized layer of this checkpoint "
                                f"({len(layers)} layers, e.g. {next(iter(layers), 'none')})", name)
-                decoded[f"{group.name}.weight"] = registry.FACES[group.format].layers.decode(ckpt, group)
+                try:
+                    w, note = registry.FACES[group.format].layers.decode(ckpt, group, **options)
+                except QFormatsError as err:
+                    raise err.within(group.name) if err.tensor != group.name else err from None
+                decoded[f"{group.name}.weight"], notes[f"{group.name}.weight"] = w, note
     _atomic_save({k: np.ascontiguousarray(v) for k, v in decoded.items()}, dst,
-                 metadata={"producer": "qformats decode"})
-    return sorted(decoded)
+                 metadata={"producer": "qformats decode", **{f"layout:{k}": v for k, v in notes.items()}})
+    return dict(sorted(notes.items()))
 
 
-def _decode_gguf(ckpt: Checkpoint, name: str) -> np.ndarray:
+def _decode_gguf(ckpt: Checkpoint, name: str) -> tuple[np.ndarray, str]:
     info = ckpt.gguf.tensor(name)
     face = next((f for f in registry.FACES.values() if info.type_name in getattr(f.layers, "GGUF_TYPES", ())), None)
     if face is None:
         types = [t for f in registry.FACES.values() for t in getattr(f.layers, "GGUF_TYPES", ())]
         raise fail("argument.invalid", "tensor", f"a tensor of a type qformats decodes ({', '.join(types)})",
                    f"{name} ({info.type_name})")
-    return face.layers.decode_gguf(ckpt, name)
+    return face.layers.decode_gguf(ckpt, name), "float32 (rows, n)"
 
 
 def _converted_config(raw: dict[str, Any], target: str) -> dict[str, Any]:
@@ -127,7 +135,7 @@ def convert(path: str, out: str, *, to: str, source_version: str | None = None) 
             t = load_layer(ckpt, group)
             p = params_of[group.name]
             if source_version is None:
-                _refuse_mislabelled(group.name, t, p)
+                refuse_mislabelled(group.name, t, p)
             if source == target:
                 continue
             try:
@@ -144,14 +152,6 @@ def convert(path: str, out: str, *, to: str, source_version: str | None = None) 
         finally:
             shutil.rmtree(stage, ignore_errors=True)
     return {"layers": len(layers)}
-
-
-def _refuse_mislabelled(name: str, t: dict[str, np.ndarray], params: ModuleParams) -> None:
-    evidence = label_evidence(t["qzeros"], params.bits, sym=params.sym)
-    if evidence.method == "symmetric-exact" and evidence.verdict != params.version:
-        raise fail("gptq.label.mismatch", f"{name}.qzeros",
-                   f"{params.version} fields as the label says (pass --source-version {evidence.verdict} "
-                   "to relabel without changing them)", f"{evidence.verdict} fields: {evidence.detail}")
 
 
 def _write_converted(ckpt: Checkpoint, stage: Path, converted: dict[str, np.ndarray], target: str) -> None:

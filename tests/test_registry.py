@@ -21,9 +21,9 @@ def _toy_face() -> registry.Face:
         rows = [{"layer": g.name, "format": "toy", "bits": 8} for g in groups]
         return rows, []
 
-    def decode_layer(ckpt, group):
+    def decode_layer(ckpt, group, **options):
         t = load_layer(ckpt, group)
-        return t["toy_scale"].astype(np.float32) * t["toy_codes"].astype(np.float32)
+        return t["toy_scale"].astype(np.float32) * t["toy_codes"].astype(np.float32), "float32"
 
     layers = types.SimpleNamespace(ANCHOR="toy_codes", SUFFIXES=("toy_codes", "toy_scale"), check=check,
                                    decode=decode_layer)

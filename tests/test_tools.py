@@ -90,7 +90,7 @@ def test_decode_reproduces_the_third_party_truth(tmp_path):
                "m.scales": golden["scales"], "m.g_idx": golden["g_idx"]}, str(ckpt / "model.safetensors"))
     (ckpt / "config.json").write_text(json.dumps({"quantization_config": {
         "bits": 3, "group_size": 128, "desc_act": True, "sym": False, "checkpoint_format": "gptq_v2"}}))
-    assert decode(str(ckpt), ["m"], str(tmp_path / "w.safetensors")) == ["m.weight"]
+    assert list(decode(str(ckpt), ["m"], str(tmp_path / "w.safetensors"))) == ["m.weight"]
     w = load_file(str(tmp_path / "w.safetensors"))["m.weight"]
     np.testing.assert_array_equal(w, golden["truth"].T, strict=True)
 
@@ -133,3 +133,30 @@ def test_inspect_prints_one_row_per_layer(capsys):
     out = capsys.readouterr().out.splitlines()
     assert out[0].split()[:4] == ["layer", "format", "bits", "group_size"]
     assert len(out) == 4 and "4.5" in out[1]
+
+
+def test_decode_refuses_a_mislabelled_checkpoint_without_source_version(tmp_path):
+    """GPTQ-8.3: v2 zeros labelled v1 are refused by decode, naming the layer and the fix; with
+    --source-version v2 they decode to what the writer meant."""
+    src = FIXTURES / "checkpoints" / "gptq_v2_zeros_labelled_gptq"
+    with pytest.raises(QFormatsError) as exc:
+        decode(str(src), ["model.layers.0.mlp.down_proj"], str(tmp_path / "w.safetensors"))
+    assert exc.value.code == "gptq.label.mismatch" and "model.layers.0.mlp.down_proj" in str(exc.value)
+    assert "--source-version v2" in str(exc.value)
+    notes = decode(str(src), ["model.layers.0.mlp.down_proj"], str(tmp_path / "w.safetensors"), source_version="v2")
+    assert notes == {"model.layers.0.mlp.down_proj.weight": "float32 (out, in), read as v2"}
+
+
+def test_spqr_decode_says_its_column_order_and_offers_the_permuted_one(tmp_path):
+    """SPQR-5.3: original column order by default, permuted on request; the output says which."""
+    src = FIXTURES / "checkpoints" / "spqr_csr"
+    layer = next(iter(validate(str(src)).layers))["layer"]
+    plain = decode(str(src), [layer], str(tmp_path / "a.safetensors"))
+    permuted = decode(str(src), [layer], str(tmp_path / "b.safetensors"), permuted=True)
+    assert "original column order" in plain[f"{layer}.weight"]
+    assert "permuted column order" in permuted[f"{layer}.weight"]
+    a = load_file(str(tmp_path / "a.safetensors"))[f"{layer}.weight"]
+    b = load_file(str(tmp_path / "b.safetensors"))[f"{layer}.weight"]
+    words = load_file(str(src / "model.safetensors"))[f"{layer}.in_perm"]
+    perm = words.view(np.uint16).astype(np.int64)                 # SPQR-4.1: uint16 pairs, low half first
+    assert np.array_equal(a[:, perm], b)                            # permuted column j is original perm[j]

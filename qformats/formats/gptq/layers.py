@@ -17,7 +17,8 @@ from .evidence import label_evidence
 from .layout import BITS, GPTQConfig, ModuleParams, module_params, modules_params, parse_config
 from .quirks import READERS
 
-__all__ = ["ANCHOR", "SUFFIXES", "check", "decode", "require_config", "refuse_other_layout", "reader_rows", "READERS"]
+__all__ = ["ANCHOR", "SUFFIXES", "check", "decode", "require_config", "refuse_other_layout", "refuse_mislabelled",
+           "reader_rows", "READERS"]
 
 ANCHOR = "qweight"
 SUFFIXES = ("qweight", "qzeros", "scales", "g_idx", "bias")
@@ -129,10 +130,29 @@ def _awq_shaped(t: dict[str, np.ndarray]) -> bool:
     return n > 0 and qweight.shape[1] != n and qweight.shape[1] * 32 % n == 0 and qweight.shape[1] * 32 // n in (2, 3, 4, 8)
 
 
-def decode(ckpt: Any, group: LayerGroup) -> np.ndarray:
-    """float32 (out, in) with the module's parameters after ``dynamic`` overrides (GPTQ-6.6)."""
+def decode(ckpt: Any, group: LayerGroup, *, source_version: str | None = None,
+           **_other_formats_options: Any) -> tuple[np.ndarray, str]:
+    """float32 (out, in) with the module's parameters after ``dynamic`` overrides (GPTQ-6.6).
+
+    A layer whose zeros exactly contradict its label is refused unless ``source_version`` says
+    what the zeros are (GPTQ-8.3): decoding with the wrong label shifts every zero point by one.
+    """
     p = module_params(require_config(ckpt), group.name)
-    return dequantize(load_layer(ckpt, group), bits=p.bits, version=p.version, group_size=p.group_size)
+    t = load_layer(ckpt, group)
+    if source_version is None:
+        refuse_mislabelled(group.name, t, p)
+    version = source_version or p.version
+    w = dequantize(t, bits=p.bits, version=version, group_size=p.group_size)
+    return w, f"float32 (out, in), read as {version}"
+
+
+def refuse_mislabelled(name: str, t: dict[str, np.ndarray], params: ModuleParams) -> None:
+    """GPTQ-8.3: zeros that exactly contradict the label (symmetric layers) are refused, naming the fix."""
+    evidence = label_evidence(t["qzeros"], params.bits, sym=params.sym)
+    if evidence.method == "symmetric-exact" and evidence.verdict != params.version:
+        raise fail("gptq.label.mismatch", f"{name}.qzeros",
+                   f"{params.version} fields as the label says (pass --source-version {evidence.verdict} "
+                   "to relabel without changing them)", f"{evidence.verdict} fields: {evidence.detail}")
 
 
 def _intended(t: dict[str, np.ndarray], bits: int, version: str) -> np.ndarray:

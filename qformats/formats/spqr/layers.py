@@ -60,6 +60,10 @@ def check(ckpt: Any, layers: list[LayerGroup], deep: bool,
     return rows, findings
 
 
-def decode(ckpt: Any, group: LayerGroup) -> np.ndarray:
-    """float16 (out, in) in original column order (SPQR-5.3)."""
-    return dequantize(load_layer(ckpt, group))
+def decode(ckpt: Any, group: LayerGroup, *, permuted: bool = False,
+           **_other_formats_options: Any) -> tuple[np.ndarray, str]:
+    """float16 (out, in) in original column order, or in permuted order as spqr_quant's
+    ``dequantize()`` returns it (SPQR-5.3)."""
+    w = dequantize(load_layer(ckpt, group), permuted=permuted)
+    order = "permuted column order (as spqr_quant's dequantize())" if permuted else "original column order"
+    return w, f"float16 (out, in), {order}"
