@@ -54,28 +54,21 @@ def _cmd_validate(args: argparse.Namespace) -> int:
 
 
 def _cmd_inspect(args: argparse.Namespace) -> int:
-    from .validate import validate
+    from .inspect import empty_reason, render, rows
 
-    report = validate(args.path, deep=True, fmt=args.format)
-    columns = ("layer", "format", "bits", "group_size", "in_features", "out_features", "bits_per_weight",
-               "evidence", "outlier_fraction", "max_abs", "std")
-    present = [c for c in columns if any(c in row for row in report.layers)]
-    table = [[_cell(row.get(c)) for c in present] for row in report.layers]
-    widths = [max(len(c), *(len(r[i]) for r in table)) if table else len(c) for i, c in enumerate(present)]
-    print("  ".join(c.ljust(w) for c, w in zip(present, widths)))
-    for r in table:
-        print("  ".join(v.ljust(w) for v, w in zip(r, widths)))
-    print(f"{report.summary['layers']} layers; verdict {report.verdict} "
-          f"({report.summary['errors']} errors, {report.summary['warnings']} warnings: qformats validate for details)")
-    return 0
-
-
-def _cell(value: object) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    return str(value)
+    report, table = rows(args.path, args.format)
+    if not table and report is not None:
+        print(f"{report.path}: {empty_reason(report)}")
+        return report.exit_code()
+    for line in render(table, args.width):
+        print(line)
+    if report is None:
+        print(f"{len(table)} tensors; nothing here that qformats validates (its formats: q4_K in GGUF)")
+        return 0
+    s = report.summary
+    print(f"{len(table)} rows; verdict {report.verdict} ({s['errors']} errors, {s['warnings']} warnings: "
+          "qformats validate for details)")
+    return report.exit_code()
 
 
 def _cmd_decode(args: argparse.Namespace) -> int:
@@ -185,6 +178,7 @@ def build_parser() -> argparse.ArgumentParser:
     ins = sub.add_parser("inspect", help="per-layer table: format, bits, group size, bits/weight, statistics, evidence")
     ins.add_argument("path")
     ins.add_argument("--format", default="auto", choices=FORMATS)
+    ins.add_argument("--width", type=int, default=None, help="columns to fit (default: the terminal's, or 100)")
     ins.set_defaults(run=_cmd_inspect)
     dec = sub.add_parser("decode", help="reference-decode layers into a safetensors file")
     dec.add_argument("path")

@@ -124,7 +124,7 @@ def validate(path: str, *, deep: bool = False, fmt: str = "auto", progress: Prog
             rows, more = _run_layers(ckpt, layers, deep, progress)
         findings += more
         if not layers:       # QF-5.1: nothing of the asked formats here, so nothing to judge (exit 2)
-            raise fail("checkpoint.empty", None, f"a checkpoint holding {_wanted(fmt)} layers",
+            raise fail("checkpoint.empty", "path", f"a checkpoint holding {_wanted(fmt)} layers",
                        f"none among {len(ckpt.tensor_names())} tensors", file=str(path))
         if not rows:
             findings.append(finding("checkpoint.empty", "error", f"{len(layers)} quantized "
@@ -166,7 +166,7 @@ def _gguf(ckpt: Checkpoint, fmt: str, deep: bool, progress: Progress | None) -> 
                                 "were size-checked by the reader but not decoded"))
     if not rows:         # QF-5.1: a vocab-only file, or none of the asked types: nothing to judge (exit 2)
         types = "/".join(t for face in _gguf_faces() for t in face.layers.GGUF_TYPES) if fmt == "auto" else fmt
-        raise fail("checkpoint.empty", None, f"a GGUF file holding {types} tensors",
+        raise fail("checkpoint.empty", "path", f"a GGUF file holding {types} tensors",
                    f"{len(ckpt.gguf.tensors)} tensors, none of them {types}", file=ckpt.path)
     return rows, findings
 

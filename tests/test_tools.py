@@ -131,7 +131,7 @@ def test_inspect_prints_one_row_per_layer(capsys):
     """inspect: a per-layer table with format, bits, group size and bits per weight."""
     assert main(["inspect", str(FIXTURES / "checkpoints" / "q4_k.gguf")]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[0].split()[:4] == ["layer", "format", "bits", "group_size"]
+    assert out[0].split()[:4] == ["layer", "format", "bits", "gs"]            # gs: group size, headers kept short
     assert len(out) == 4 and "4.5" in out[1]
 
 
