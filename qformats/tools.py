@@ -26,7 +26,7 @@ from .formats import registry
 from .layers import load_layer
 from .validate import group_layers
 
-__all__ = ["decode", "convert"]
+__all__ = ["decode", "convert", "read_layer"]
 
 
 def _check_output(path: str, out: str) -> Path:
@@ -49,6 +49,18 @@ def _atomic_save(tensors: dict[str, np.ndarray], dst: Path, metadata: dict[str, 
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
+
+
+def read_layer(path: str, module: str) -> dict[str, np.ndarray]:
+    """One quantized module's tensors by suffix (``qweight``, ``qzeros``, ...), copied out of the
+    checkpoint at ``path``: what every format function takes as a layer. ``module`` is the full
+    on-disk name without the suffix (``model.layers.0.mlp.down_proj``)."""
+    with open_checkpoint(path) as ckpt:
+        layers = {g.name: g for g in group_layers(ckpt.tensor_names())[0]}
+        if module not in layers:
+            raise fail("argument.invalid", "module", f"a quantized module of this checkpoint ({len(layers)}, e.g. "
+                       f"{next(iter(layers), 'none')})", module)
+        return {suffix: np.array(array) for suffix, array in load_layer(ckpt, layers[module]).items()}
 
 
 def decode(path: str, names: list[str], out: str, **options: Any) -> dict[str, str]:
