@@ -395,3 +395,24 @@ def test_parallel_validation_reports_progress_up_to_the_last_layer():
     validate(path, deep=True, jobs=2, progress=lambda i, total, name: ticks.append((i, total)))
     assert ticks and ticks[-1] == (13, 14)
     assert [i for i, _ in ticks] == sorted(i for i, _ in ticks)
+
+
+def test_plain_validation_reports_progress_too():
+    """Progress is not only for --deep: a plain validate ticks through every layer to the total."""
+    ticks = []
+    validate(str(FIXTURES / "checkpoints" / "gptq_v1_sym_4bit"), progress=lambda i, total, name: ticks.append((i, total)))
+    assert ticks and ticks[-1] == (ticks[-1][1] - 1, ticks[-1][1])
+
+
+def test_cli_shows_a_progress_bar_on_a_tty_without_deep(monkeypatch, capsys):
+    """On a TTY the CLI draws the bar for plain validate as well (stderr; stdout stays the report)."""
+    import io
+
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    err = Tty()
+    monkeypatch.setattr("sys.stderr", err)
+    assert main(["validate", str(FIXTURES / "checkpoints" / "gptq_v1_sym_4bit")]) == 0
+    assert "2/2" in err.getvalue() and "[" in err.getvalue()
