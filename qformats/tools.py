@@ -19,9 +19,8 @@ from safetensors.numpy import save_file
 from .containers.checkpoint import Checkpoint, open_checkpoint
 from .errors import QFormatsError, fail
 from .formats import gptq
-from .formats.gptq.evidence import label_evidence
 from .formats.gptq.layers import refuse_mislabelled, require_config
-from .formats.gptq.layout import ModuleParams, modules_params
+from .formats.gptq.layout import modules_params
 from .formats import registry
 from .layers import load_layer
 from .validate import group_layers
