@@ -18,7 +18,7 @@ import numpy as np
 from ..cases import Case
 from ..errors import fail
 
-__all__ = ["Face", "FACES", "face", "subject_format", "SUBJECT_FORMATS", "all_cases"]
+__all__ = ["Face", "FACES", "subject_format", "SUBJECT_FORMATS", "all_cases"]
 
 PACKAGES = ("gptq", "spqr", "q4_k")
 
@@ -60,13 +60,6 @@ def _load() -> Mapping[str, Face]:
 
 FACES: Mapping[str, Face] = _load()
 SUBJECT_FORMATS: Mapping[str, Face] = MappingProxyType({s: f for f in FACES.values() for s in f.subject_formats})
-
-
-def face(name: str) -> Face:
-    try:
-        return FACES[name]
-    except KeyError:
-        raise fail("argument.invalid", "format", "one of " + ", ".join(FACES), name) from None
 
 
 def subject_format(name: str) -> Face:

@@ -139,11 +139,16 @@ def decode(ckpt: Any, group: LayerGroup, *, source_version: str | None = None,
     """
     p = module_params(require_config(ckpt), group.name)
     t = load_layer(ckpt, group)
+    note = ""
     if source_version is None:
         refuse_mislabelled(group.name, t, p)
+        evidence = label_evidence(t["qzeros"], p.bits, qweight=t["qweight"], g_idx=t.get("g_idx"), sym=p.sym)
+        if evidence.verdict not in (p.version, "undetermined"):        # statistical: a warning, not a refusal
+            note = (f"; warning: the zeros suggest {evidence.verdict} ({evidence.detail}); "
+                    f"--source-version {evidence.verdict} if so")
     version = source_version or p.version
     w = dequantize(t, bits=p.bits, version=version, group_size=p.group_size)
-    return w, f"float32 (out, in), read as {version}"
+    return w, f"float32 (out, in), read as {version}{note}"
 
 
 def refuse_mislabelled(name: str, t: dict[str, np.ndarray], params: ModuleParams) -> None:
