@@ -160,3 +160,21 @@ def test_spqr_decode_says_its_column_order_and_offers_the_permuted_one(tmp_path)
     words = load_file(str(src / "model.safetensors"))[f"{layer}.in_perm"]
     perm = words.view(np.uint16).astype(np.int64)                 # SPQR-4.1: uint16 pairs, low half first
     assert np.array_equal(a[:, perm], b)                            # permuted column j is original perm[j]
+
+
+def test_decode_warns_when_statistical_evidence_contradicts_the_label(tmp_path):
+    """GPTQ-8.2: an asymmetric v2 layer labelled v1 is not refused (the evidence is statistical) but the
+    decode says what the zeros suggest."""
+    from safetensors.numpy import save_file
+
+    rng = np.random.default_rng(3)
+    layer = gptq.quantize(rng.normal(0, 0.02, (64, 256)).astype(np.float32), bits=4, group_size=64, sym=False,
+                          version="v2")
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir()
+    save_file({f"m.{k}": np.ascontiguousarray(layer.tensors[k]) for k in ("qweight", "qzeros", "scales", "g_idx")},
+              str(ckpt / "model.safetensors"))
+    (ckpt / "config.json").write_text(json.dumps({"quantization_config": {
+        "bits": 4, "group_size": 64, "sym": False, "checkpoint_format": "gptq"}}))
+    notes = decode(str(ckpt), ["m"], str(tmp_path / "w.safetensors"))
+    assert "read as v1; warning: the zeros suggest v2" in notes["m.weight"]
