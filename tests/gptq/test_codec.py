@@ -257,3 +257,26 @@ def test_layer_keeps_its_own_copy_of_writeable_inputs():
     before = np.array(layer.scales)
     scales[0, 0] = np.nan
     np.testing.assert_array_equal(layer.scales, before)
+
+
+@pytest.mark.parametrize("bits", [2, 3, 4, 8])
+@pytest.mark.parametrize("act_order", [False, True], ids=["trivial", "act-order"])
+def test_pack_infers_a_short_last_group_from_g_idx(bits, act_order):
+    """GPTQ-5.2: K = 160, group size 128 (groups of 128 and 32), as AutoGPTQ and GPTQModel write it:
+    pack without group_size infers 128 from g_idx, and pack/unpack/dequantize/convert round-trip."""
+    rng = np.random.default_rng(bits)
+    k, n, maxq = 160, 32, (1 << bits) - 1
+    order = rng.permutation(k) if act_order else np.arange(k)
+    g_idx = np.empty(k, np.int32)
+    g_idx[order] = np.arange(k) // 128
+    codes = rng.integers(0, maxq + 1, (k, n))
+    zeros = rng.integers(1, maxq + 1, (2, n))
+    scales = rng.uniform(0.01, 0.1, (2, n)).astype(np.float16)
+    layer = gptq.pack(codes, zeros, scales, bits=bits, g_idx=g_idx, version="v1")
+    assert layer.group_size == 128
+    q, z = gptq.unpack(layer, bits=bits, version="v1", group_size=128)
+    assert np.array_equal(q, codes) and np.array_equal(z, zeros)
+    truth = (scales.astype(np.float32)[g_idx] * (codes - zeros[g_idx]).astype(np.float32)).T
+    assert np.array_equal(gptq.dequantize(layer, bits=bits, version="v1", group_size=128), truth)
+    v2 = gptq.convert(layer, bits=bits, to="v2", group_size=128)
+    assert np.array_equal(gptq.dequantize(v2, bits=bits, version="v2", group_size=128), truth)

@@ -74,16 +74,18 @@ def layer_dims(layer: Any, bits: int, group_size: int | None = None) -> LayerDim
 def infer_group_size(g_idx: Any, k: int, groups: int) -> int:
     """Every group but the last is full (GPTQ-5.2), so the largest group is the group size.
 
-    Without g_idx, ``ceil(K / G)``; that is ambiguous only for a short last group, which a
-    caller resolves by passing ``group_size``.
+    Without g_idx (or with one whose largest group does not give ``G`` groups), ``ceil(K / G)``;
+    that is ambiguous only for a short last group, which a caller resolves by passing ``group_size``.
     """
     if groups == 1:
         return -1
     if g_idx is not None:
         gi = check_tensor("g_idx", g_idx, ("int32", "int64"), (k,))
         check_g_idx_range(gi, groups)
-        return int(np.bincount(gi, minlength=groups).max())
-    return -(-k // groups)
+        largest = int(np.bincount(gi, minlength=groups).max())
+        if -(-k // largest) == groups:   # consistent: a short last group (K % gs != 0) included
+            return largest
+    return -(-k // groups)               # else GPTQ-5.2 reports the uneven groups against ceil(K / G)
 
 
 def _require(layer: Any, name: str) -> Any:

@@ -83,7 +83,7 @@ def pack(codes: Any, zeros: Any, scales: Any, *, bits: int, g_idx: Any = None, v
     k, n = q.shape
     z = checks.check_zeros(zeros, bits)
     if group_size is None:
-        group_size = checks.infer_group_size(None, k, z.shape[0])
+        group_size = checks.infer_group_size(g_idx, k, z.shape[0])   # g_idx knows a short last group
     g = n_groups(k, group_size)
     if z.shape != (g, n):
         raise fail("tensor.shape", "zeros", f"of shape {(g, n)} (groups, out_features)", tuple(z.shape))
