@@ -66,7 +66,7 @@ def test_first_bad_block_is_reported():
     bad = _with_half(_with_half(_zero_blocks(), 1, 0, 0, 0x7C00), 0, 2, 2, 0x7C00)
     with pytest.raises(QFormatsError) as exc:
         q4_k.check_blocks(bad)
-    assert exc.value.actual == "dmin = inf in block 2 of row 0"
+    assert exc.value.actual.startswith("dmin = inf in block 2 of row 0; 2 blocks in 2 rows are non-finite")
 
 
 @pytest.mark.parametrize("bits16", [0x7BFF, 0x0001, 0x8001, 0x8000, 0xFBFF], ids=lambda b: f"0x{b:04x}")
@@ -170,3 +170,14 @@ def test_zero_rows_round_trip():
     """Q4K-2.1: a tensor with no rows is valid and encodes/decodes to empty arrays."""
     assert q4_k.quantize(np.zeros((0, 512), np.float32)).shape == (0, 288)
     assert q4_k.dequantize(np.zeros((0, 288), np.uint8)).shape == (0, 512)
+
+
+def test_nonfinite_scales_are_counted_per_tensor():
+    """Q4K-5.4 finding: the count of bad blocks and rows and the first few positions, not only the first."""
+    blocks = np.zeros((4, 3 * 144), np.uint8)
+    for row, block in ((0, 2), (2, 0), (2, 1), (3, 2)):               # d = inf (0x7C00, little-endian)
+        blocks[row, block * 144 + 1] = 0x7C
+    with pytest.raises(QFormatsError) as exc:
+        q4_k.check_blocks(blocks, tensor="w")
+    assert exc.value.actual == ("d = inf in block 2 of row 0; 4 blocks in 3 rows are non-finite, "
+                                "(row, block): (0, 2), (2, 0), (2, 1), ...")

@@ -56,7 +56,24 @@ def check_blocks(blocks: Any, *, tensor: str = "blocks", n: int | None = None, f
         if bad is not None:
             field, r, b, label = bad
             raise fail("q4k.d.nonfinite", tensor, f"blocks with finite float16 {field}",
-                       f"{field} = {label} in block {b} of row {r}")
+                       f"{field} = {label} in block {b} of row {r}{_spread(arr)}")
+
+
+SHOWN_BLOCKS = 3
+
+
+def _spread(blocks: np.ndarray) -> str:
+    """How many blocks and rows hold a non-finite d or dmin, and where the first few are."""
+    rows, nbytes = blocks.shape
+    dm = np.ascontiguousarray(blocks.reshape(rows, nbytes // BLOCK_BYTES, BLOCK_BYTES)[:, :, D_OFFSET:SCALES_OFFSET])
+    exponent_all_ones = (dm.view("<u2") & 0x7C00) == 0x7C00              # inf or NaN, d or dmin
+    bad = exponent_all_ones.any(axis=2)                                    # (rows, blocks)
+    if int(bad.sum()) <= 1:
+        return ""
+    where = ", ".join(f"({int(r)}, {int(b)})" for r, b in np.argwhere(bad)[:SHOWN_BLOCKS])
+    more = ", ..." if int(bad.sum()) > SHOWN_BLOCKS else ""
+    return (f"; {int(bad.sum())} blocks in {int(bad.any(axis=1).sum())} rows are non-finite, "
+            f"(row, block): {where}{more}")
 
 
 def _as_float32(value: Any, tensor: str) -> np.ndarray:
