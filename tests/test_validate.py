@@ -416,3 +416,20 @@ def test_cli_shows_a_progress_bar_on_a_tty_without_deep(monkeypatch, capsys):
     monkeypatch.setattr("sys.stderr", err)
     assert main(["validate", str(FIXTURES / "checkpoints" / "gptq_v1_sym_4bit")]) == 0
     assert "2/2" in err.getvalue() and "[" in err.getvalue()
+
+
+@pytest.mark.parametrize("deep", [False, True], ids=["plain", "deep"])
+def test_spqr_int64_in_perm_is_invalid(tmp_path, deep):
+    """SPQR-7.3: spqr_quant 0.2.0 raises on an int64 in_perm and transformers cannot load it: invalid."""
+    from safetensors.numpy import load_file, save_file
+
+    src = FIXTURES / "checkpoints" / "spqr_csr"
+    ckpt = tmp_path / "ckpt"
+    shutil.copytree(src, ckpt)
+    tensors = load_file(str(ckpt / "model.safetensors"))
+    for name in [k for k in tensors if k.endswith(".in_perm")]:
+        tensors[name] = tensors[name].view(np.uint16).astype(np.int64)
+    save_file(tensors, str(ckpt / "model.safetensors"))
+    report = validate(str(ckpt), deep=deep)
+    assert report.verdict == "invalid"
+    assert {f.code for f in report.findings if f.severity == "error"} == {"spqr.in_perm.int64"}

@@ -175,13 +175,18 @@ def test_config_old_key_is_a_warning() -> None:
     assert [f.code for f in spqr.config_findings(cfg)] == ["spqr.config.legacy_key"]
 
 
-def test_int64_in_perm_variant_is_read_and_reported() -> None:
-    """SPQR-7.3: the int64[n] in_perm of SpQR PR #47 decodes the same and is a portability warning."""
+def test_int64_in_perm_variant_is_an_error_read_only_as_legacy() -> None:
+    """SPQR-7.3: the int64[n] in_perm of SpQR PR #47 is an error (spqr_quant raises on it); the reference
+    decoder reads it only with legacy=True, to the same values."""
     t = _golden(CSR)
     ref = spqr.dequantize(t)
     t["in_perm"] = t["in_perm"].view(np.uint16).astype(np.int64)
-    np.testing.assert_array_equal(spqr.dequantize(t).view(np.uint16), ref.view(np.uint16))
-    assert "spqr.in_perm.int64" in [f.code for f in spqr.portability_findings(t)]
+    with pytest.raises(QFormatsError) as exc:
+        spqr.dequantize(t)
+    assert exc.value.code == "spqr.in_perm.int64"
+    np.testing.assert_array_equal(spqr.dequantize(t, legacy=True).view(np.uint16), ref.view(np.uint16))
+    assert [(f.code, f.severity) for f in spqr.portability_findings(t) if f.code == "spqr.in_perm.int64"] == \
+        [("spqr.in_perm.int64", "error")]
 
 
 def test_column_above_32767_is_a_portability_warning() -> None:

@@ -251,8 +251,9 @@ def portability_findings(layer: Any, *, m: int | None = None, n: int | None = No
                            "outlier set spqr_quant's merge_col_val writes; the spec type is int32[0]",
                            tensor="col_vals"))
     if perm.dtype == np.int64:
-        out.append(finding("spqr.in_perm.int64", "warning", f"'in_perm' is int64[{perm.size}] (SpQR PR #47); "
-                           f"spqr_quant 0.2.0 and transformers need int32[{n // 2}]", tensor="in_perm"))
+        out.append(finding("spqr.in_perm.int64", "error", f"'in_perm' is int64[{perm.size}] (SpQR PR #47); "
+                           f"spqr_quant 0.2.0 raises on it and transformers cannot load it: int32[{n // 2}] "
+                           "is required", tensor="in_perm"))
     cols, _ = split_col_vals(cv)
     real = outlier_mask(cv, sparse)
     wide = real & (cols >= SIGNED_COLUMN_LIMIT)

@@ -251,13 +251,18 @@ def decode_dense(fields: DenseFields) -> np.ndarray:
     return (s[..., None] * (q - z[..., None])).reshape(m, n)
 
 
-def dequantize(layer: Any, *, permuted: bool = False, m: int | None = None, n: int | None = None) -> np.ndarray:
+def dequantize(layer: Any, *, permuted: bool = False, m: int | None = None, n: int | None = None,
+               legacy: bool = False) -> np.ndarray:
     """float16 (out, in) weight exactly as spqr_quant 0.2.0 ``QuantizedLinear.dequantize()`` (SPQR-5).
 
-    Original column order unless ``permuted`` (spqr_quant itself returns permuted order).
+    Original column order unless ``permuted`` (spqr_quant itself returns permuted order). The int64
+    ``in_perm`` of SpQR PR #47 is read only with ``legacy=True`` (SPQR-7.3): spqr_quant refuses it.
     """
     lay = as_layer(layer, m=m, n=n)
     m, n = lay.m, lay.n
+    if lay.in_perm.dtype == np.int64 and not legacy:
+        raise fail("spqr.in_perm.int64", "in_perm", f"int32[{n // 2}] uint16 pairs (pass legacy=True to read the "
+                   "int64 variant of SpQR PR #47)", f"int64[{lay.in_perm.size}]")
     wp = decode_dense(unpack_dense(lay.dense_weights, m, n))
     cols, vals = split_col_vals(lay.col_vals)
     if cols.size:

@@ -46,15 +46,16 @@ def check(ckpt: Any, layers: list[LayerGroup], deep: bool,
         except QFormatsError as err:
             findings.append(from_error(err.within(group.name)))
             continue
-        findings += [f.model_copy(update={"tensor": f"{group.name}.{f.tensor}" if f.tensor else group.name})
-                     for f in checks.portability_findings(layer)]
+        portability = [f.model_copy(update={"tensor": f"{group.name}.{f.tensor}" if f.tensor else group.name})
+                       for f in checks.portability_findings(layer)]
+        findings += portability
         outliers = checks.outlier_count(layer)
         m, n = layer.m, layer.n
         row = {"layer": group.name, "format": "spqr", "bits": 3, "group_size": 16, "in_features": n,
                "out_features": m, "sparse": layer.sparse, "outliers": outliers,
                "outlier_fraction": round(outliers / (m * n), 6),
                "bits_per_weight": round(sum(a.nbytes for a in t.values()) * 8 / (m * n), 4)}
-        if deep:
+        if deep and not any(f.severity == "error" for f in portability):   # a layer in error is not decoded
             row.update(decode_stats(group.name, Moments.of(dequantize(layer)), findings))
         rows.append(row)
     return rows, findings
