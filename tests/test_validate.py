@@ -427,9 +427,12 @@ def test_spqr_int64_in_perm_is_invalid(tmp_path, deep):
     ckpt = tmp_path / "ckpt"
     shutil.copytree(src, ckpt)
     tensors = load_file(str(ckpt / "model.safetensors"))
+    config = json.loads((ckpt / "config.json").read_text())
     for name in [k for k in tensors if k.endswith(".in_perm")]:
         tensors[name] = tensors[name].view(np.uint16).astype(np.int64)
+        config["quantization_config"]["shapes"][f"{name}.shape"] = tensors[name].size   # as PR #47 wrote it
     save_file(tensors, str(ckpt / "model.safetensors"))
+    (ckpt / "config.json").write_text(json.dumps(config))
     report = validate(str(ckpt), deep=deep)
     assert report.verdict == "invalid"
     assert {f.code for f in report.findings if f.severity == "error"} == {"spqr.in_perm.int64"}
