@@ -33,6 +33,7 @@ from __future__ import annotations
 import errno
 import mmap
 import os
+import re
 import stat
 import struct
 from collections.abc import Iterator
@@ -255,7 +256,39 @@ def _check_alignment(cur: _Cursor, label: str, value: Any) -> int:
     if value == 0 or value & (value - 1) or value > MAX_ALIGNMENT:
         raise fail("gguf.alignment", "general.alignment",
                    f"a power of two in 1..{MAX_ALIGNMENT}", value, file=cur.file)
+    if value % 8:   # docs/gguf.md: "a multiple of 8"; ggml loads 1, 2 and 4 all the same
+        raise fail("gguf.alignment", "general.alignment", "a multiple of 8, as the GGUF specification requires "
+                   "(ggml would load this file)", value, file=cur.file)
     return value
+
+
+# docs/gguf.md, gguf_metadata_kv_t.key: "It must be a valid ASCII string. It must be a hierarchical key,
+# where each segment is lower_snake_case and separated by a `.`. It must be at most 2^16-1 bytes long."
+_KEY_FORM = re.compile(r"[a-z0-9_]+(\.[a-z0-9_]+)*")   # linear: no nested repetition over overlapping text
+MAX_KEY_BYTES = (1 << 16) - 1
+# The standard general.* keys whose type both versions of docs/gguf.md agree on (general.file_type does
+# not: string in the first spec, uint32 since).
+GENERAL_TYPES = {"general.architecture": "STRING", "general.quantization_version": "UINT32",
+                 "general.name": "STRING", "general.author": "STRING", "general.url": "STRING",
+                 "general.description": "STRING", "general.license": "STRING", "general.source.url": "STRING",
+                 "general.source.huggingface.repository": "STRING"}
+
+
+def _check_key(cur: _Cursor, key: str) -> None:
+    """GGUF-2.10: ASCII, dot-separated lower_snake_case segments, at most 65535 bytes."""
+    if len(key.encode("utf-8")) > MAX_KEY_BYTES or not key.isascii() or not _KEY_FORM.fullmatch(key):
+        shown = key if len(key) <= 80 else key[:77] + "..."
+        raise fail("gguf.key.form", shown, "an ASCII key of dot-separated lower_snake_case segments of at most "
+                   f"{MAX_KEY_BYTES} bytes, as the GGUF specification requires (ggml would load this file)",
+                   repr(shown), file=cur.file)
+
+
+def _check_general_type(cur: _Cursor, key: str, label: str) -> None:
+    """GGUF-2.11: a standard general.* key has the type the specification gives it."""
+    want = GENERAL_TYPES.get(key)
+    if want is not None and label != want:
+        raise fail("gguf.key.type", key, f"of type {want}, as the GGUF specification requires (ggml would "
+                   "load this file)", label, file=cur.file)
 
 
 def _read_kvs(cur: _Cursor, kv_count: int) -> tuple[dict[str, Any], dict[str, str], int]:
@@ -271,7 +304,9 @@ def _read_kvs(cur: _Cursor, kv_count: int) -> tuple[dict[str, Any], dict[str, st
         vtype = cur.u32(f"{key} value type")
         if vtype > ValueType.FLOAT64:
             raise fail("gguf.value_type", key, "a value type in 0..12", vtype, file=cur.file)
+        _check_key(cur, key)
         metadata[key], types[key] = _read_value(cur, vtype, key)
+        _check_general_type(cur, key, types[key])
         if key == "general.alignment":
             alignment = _check_alignment(cur, types[key], metadata[key])
     return metadata, types, alignment

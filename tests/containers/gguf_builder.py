@@ -209,6 +209,16 @@ CASES: dict[str, tuple[CaseFn, str | None, str]] = {
     "alignment_0": (lambda: _base(kvs=[kv_u32("general.alignment", 0)]), "gguf.alignment", "GGUF-2.9"),
     "alignment_24": (lambda: _base(kvs=[kv_u32("general.alignment", 24)]), "gguf.alignment", "GGUF-2.9"),
     "alignment_2p31": (lambda: _base(kvs=[kv_u32("general.alignment", 1 << 31)]), "gguf.alignment", "GGUF-2.9"),
+    "alignment_4": (lambda: _base(kvs=[kv_u32("general.alignment", 4)], alignment=4), "gguf.alignment", "GGUF-2.9"),
+    # keys and general.* types (docs/gguf.md MUSTs that ggml does not check)
+    "key_uppercase": (lambda: _one_kv(kv("General.Name", STRING, gstr("x"))), "gguf.key.form", "GGUF-2.10"),
+    "key_not_ascii": (lambda: _one_kv(kv("general.n\u00e4me", STRING, gstr("x"))), "gguf.key.form", "GGUF-2.10"),
+    "key_empty_segment": (lambda: _one_kv(kv("general..name", STRING, gstr("x"))), "gguf.key.form", "GGUF-2.10"),
+    "key_space": (lambda: _one_kv(kv("my key", U32, u32(1))), "gguf.key.form", "GGUF-2.10"),
+    "key_65536_bytes": (lambda: _one_kv(kv("k" * 65536, U32, u32(1))), "gguf.key.form", "GGUF-2.10"),
+    "general_architecture_u32": (lambda: _one_kv(kv_u32("general.architecture", 1)), "gguf.key.type", "GGUF-2.11"),
+    "general_quantization_version_str": (lambda: _one_kv(kv_str("general.quantization_version", "2")),
+                                         "gguf.key.type", "GGUF-2.11"),
     # [24] bools
     "bool_2": (lambda: _one_kv(kv("b", BOOL, u8(2))), "gguf.bool", "GGUF-2.6"),
     "bool_array_2": (lambda: _one_kv(kv("b", ARRAY, arr(BOOL, 3, u8(0) + u8(1) + u8(2)))), "gguf.bool", "GGUF-2.6"),

@@ -114,13 +114,21 @@ def test_all_value_types():
     assert f.metadata_types["t.arr_str"] == "ARRAY[STRING]" and f.metadata_types["t.bool"] == "BOOL"
 
 
-def test_alignment_one_and_rank_zero_accepted():
-    """GGUF-2.9 / GGUF-3.3: alignment 1 is a power of two; n_dims = 0 is a one-element tensor (as ggml)."""
-    blob = gb.gguf([gb.kv_u32("general.alignment", 1)], [gb.tinfo("s", [], gb.T_F32, 0)], gb.f32_payload(1), alignment=1)
+def test_rank_zero_tensor_accepted():
+    """GGUF-3.3: n_dims = 0 is a one-element tensor (as ggml)."""
+    blob = gb.gguf([gb.kv_u32("general.alignment", 8)], [gb.tinfo("s", [], gb.T_F32, 0)], gb.f32_payload(1), alignment=8)
     f = G.read_gguf_bytes(blob)
     (s,) = f.tensors
-    assert (f.alignment, s.n_dims, s.dims, s.n_bytes) == (1, 0, (), 4)
+    assert (f.alignment, s.n_dims, s.dims, s.n_bytes) == (8, 0, (), 4)
     assert f.tensor_array("s").shape == ()
+
+
+def test_alignment_one_is_a_power_of_two_but_not_a_multiple_of_8():
+    """GGUF-2.9: docs/gguf.md asks for a multiple of 8; ggml loads alignment 1, the finding says so."""
+    blob = gb.gguf([gb.kv_u32("general.alignment", 1)], [gb.tinfo("s", [], gb.T_F32, 0)], gb.f32_payload(1), alignment=1)
+    with pytest.raises(QFormatsError) as exc:
+        G.read_gguf_bytes(blob)
+    assert exc.value.code == "gguf.alignment" and "ggml would load this file" in str(exc.value)
 
 
 def test_bf16_widens_exactly():
