@@ -28,7 +28,7 @@ from qformats.validate import COULD_NOT_RUN, validate
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 HOSTILE_DIR = FIXTURES / hb.FIXTURE_DIR
-# Not a speed target: a bound far above the 0.8 s match limit that only a hang can cross.
+# Not a speed target: a bound far above the 0.6 s match limit that only a hang can cross.
 HANG_S = 10.0
 
 CASE_PARAMS = [pytest.param(name, code, clause, id=name) for name, (_fn, code, clause) in hb.CASES.items()]

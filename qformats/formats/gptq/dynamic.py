@@ -66,7 +66,7 @@ def check_rules(keys: Sequence[str]) -> None:
 def match_limit_s(rules: int, modules: int) -> float:
     """Time allowed for ``rules x modules`` anchored matches: ``re.match`` of a real key on a real name
     takes about a microsecond, so 5 us a pair plus the child's start is generous; 10 s at most."""
-    return min(10.0, 0.8 + 5e-6 * rules * modules)
+    return min(10.0, 0.6 + 5e-6 * rules * modules)
 
 
 # The child: stdlib only, no site packages, memory capped; prints one index per module (-1: no rule).
