@@ -117,7 +117,7 @@ def within_bound(actual: np.ndarray, actual_dtype: str, x: np.ndarray, w: np.nda
 
 
 def nonfinite_pattern(actual: np.ndarray, reference: np.ndarray) -> Judgement:
-    """Informative cases: finite where the reference is finite (and equal there), non-finite elsewhere."""
+    """Informative cases: finite exactly where the reference is finite (matmul of inf/NaN scales)."""
     got = actual.astype(np.float64)
     ref = reference.astype(np.float64)
     bad = np.isfinite(got) != np.isfinite(ref)

@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from qformats.cases import Case, case_digest
+from qformats.cases import READ_OPS, Case, case_digest
 from qformats.errors import fail
 from qformats.formats.registry import Face, subject_format
 
@@ -99,13 +99,6 @@ def matmul_input(case: Case, k: int) -> np.ndarray:
     return rng.uniform(low, 1.0, (batch, k)).astype(np.float16)
 
 
-def _call_arrays(case: Case, op: str, face: Face) -> tuple[dict[str, np.ndarray], np.ndarray | None]:
-    arrays = dict(case.inputs)
-    x = None
-    if op == "matmul":
-        x = matmul_input(case, face.reference(case).shape[1])
-        arrays["x"] = x
-    return arrays, x
 
 
 def judge_case(case: Case, op: str, face: Face, decl: SubjectDeclaration, proc: SubjectProcess,
@@ -121,9 +114,11 @@ def judge_case(case: Case, op: str, face: Face, decl: SubjectDeclaration, proc: 
         why = "has no pinned sha256" if pinned is None else "regenerated to bytes other than the pinned sha256"
         return result("error", f"case data {why}: the generator drifted (numpy {np.__version__}); "
                                "not run, so that no subject is judged on unproven data")
-    arrays, x = _call_arrays(case, op, face)
-    answer = proc.call(arrays, dict(case.params))
-    status, detail = judges.judge(case, op, face, decl, answer, x)
+    # read ops: computed once, for x's width and the judge; writers' judges know their own expectation
+    reference = face.reference(case) if op in READ_OPS else None
+    x = matmul_input(case, reference.shape[1]) if op == "matmul" and reference is not None else None
+    answer = proc.call(dict(case.inputs) | ({"x": x} if x is not None else {}), dict(case.params))
+    status, detail = judges.judge(case, op, face, decl, answer, x, reference)
     reason = decl.expected_failure(case.id)
     if reason is not None and status in ("fail", "error"):
         status, detail = "expected-failure", f"{reason} ({detail})"

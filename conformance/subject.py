@@ -21,7 +21,6 @@ import json
 import os
 import re
 import select
-import struct
 import subprocess
 import sys
 import tempfile
@@ -35,7 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from qformats.errors import fail
 
-from .wire import MAX_HEADER, MAX_PAYLOAD, WireError, pack_arrays, unpack_arrays
+from .wire import WireError, pack_arrays, receive, send, unpack_arrays
 
 __all__ = ["SubjectDeclaration", "ExpectedFailure", "load_declaration", "Answer", "SubjectProcess"]
 
@@ -174,13 +173,8 @@ class SubjectProcess:
 
     def _receive(self, timeout: float) -> tuple[dict[str, Any], bytes]:
         deadline = time.monotonic() + timeout
-        n_head, n_payload = struct.unpack("<IQ", self._read(12, deadline))
-        if n_head > MAX_HEADER or n_payload > MAX_PAYLOAD:
-            raise WireError(f"message lengths out of range ({n_head}, {n_payload})")
-        header = json.loads(self._read(n_head, deadline))
-        if not isinstance(header, dict):
-            raise WireError("header is not an object")
-        return header, self._read(n_payload, deadline)
+        assert self.proc is not None
+        return receive(self.proc.stdout, lambda n: self._read(n, deadline))
 
     def start(self) -> str | None:
         """Start the process if it is not running; the load error, if the subject cannot be imported."""
@@ -199,10 +193,8 @@ class SubjectProcess:
         descs, blob = pack_arrays(arrays)
         start = time.monotonic()
         try:
-            head = json.dumps({"arrays": descs, "scalars": scalars}).encode()
             assert self.proc is not None and self.proc.stdin is not None
-            self.proc.stdin.write(struct.pack("<IQ", len(head), len(blob)) + head + blob)
-            self.proc.stdin.flush()
+            send(self.proc.stdin, {"arrays": descs, "scalars": scalars}, blob)
             header, payload = self._receive(self.timeout)
         except TimeoutError:
             self.close()

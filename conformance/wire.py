@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import struct
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, BinaryIO
 
 import numpy as np
@@ -42,17 +42,20 @@ def send(stream: BinaryIO, header: Mapping[str, Any], payload: bytes = b"") -> N
     stream.flush()
 
 
-def receive(stream: BinaryIO) -> tuple[dict[str, Any], bytes]:
-    n_head, n_payload = struct.unpack("<IQ", _read_exact(stream, 12))
+def receive(stream: BinaryIO, read: Callable[[int], bytes] | None = None) -> tuple[dict[str, Any], bytes]:
+    """One message; ``read(n)`` returns exactly ``n`` bytes (default: blocking reads of ``stream``),
+    so the runner can read with a deadline through the same length checks."""
+    read = read or (lambda n: _read_exact(stream, n))
+    n_head, n_payload = struct.unpack("<IQ", read(12))
     if n_head > MAX_HEADER or n_payload > MAX_PAYLOAD:
         raise WireError(f"message lengths out of range ({n_head}, {n_payload})")
     try:
-        header = json.loads(_read_exact(stream, n_head))
+        header = json.loads(read(n_head))
     except ValueError as exc:
         raise WireError(f"header is not JSON ({exc})") from None
     if not isinstance(header, dict):
         raise WireError("header is not a JSON object")
-    return header, _read_exact(stream, n_payload)
+    return header, read(n_payload)
 
 
 def pack_arrays(arrays: Mapping[str, np.ndarray]) -> tuple[list[dict[str, Any]], bytes]:

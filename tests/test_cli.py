@@ -81,11 +81,12 @@ def test_messages_read_as_sentences(tmp_path, capsys):
 
     from qformats.formats.gptq.layout import parse_config
 
+    import pytest
+
     from qformats.errors import QFormatsError
-    try:
+    with pytest.raises(QFormatsError) as exc:
         parse_config({"bits": 4, "quant_method": "awq2"})
-    except QFormatsError as err:
-        assert str(err).startswith("'quant_method' must be 'gptq' (got awq2)")
+    assert str(exc.value).startswith("'quant_method' must be 'gptq' (got awq2)")
     assert main(["validate", str(tmp_path / "nope")]) == 2
     assert "'path' must be an existing file or directory" in capsys.readouterr().err
     (tmp_path / "notes.txt").write_text("x")

@@ -74,7 +74,8 @@ def test_json_output_follows_the_contract(capsys):
 
 def test_countable_findings_carry_their_count(capsys):
     """A finding that stands for many instances adds "count" (an extension of the contract), and the text
-    report gives the total and the per-layer counts (2 layers of 8 all-ones fields each)."""
+    report gives the total and the per-layer counts. The sample makes 8 output columns of each layer's
+    first group all-positive (qformats/samples.py), so each layer holds 8 zero-0 fields."""
     path = str(FIXTURES / "checkpoints" / "gptq_v1_zero_underflow_autogptq")
     assert main(["validate", "--json", path]) == 1
     found = [f for f in json.loads(capsys.readouterr().out)["findings"] if f["code"] == "gptq.zero.v1_unrepresentable"]

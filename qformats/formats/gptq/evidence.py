@@ -68,13 +68,17 @@ class LabelEvidence(BaseModel):
     all_ones_fields: int = 0
 
 
-def _codes(qweight, b: int, n: int) -> np.ndarray:
+def _qweight(qweight, b: int, n: int) -> np.ndarray:
     qw = as_array(qweight, "qweight")
     if qw.dtype != np.int32:
         raise fail("tensor.dtype", "qweight", "int32", qw.dtype.name)
     if qw.ndim != 2 or qw.shape[1] != n or (qw.shape[0] * 32) % b or qw.shape[0] == 0:
         raise fail("tensor.shape", "qweight", f"2-D (K*{b}/32, {n})", tuple(qw.shape))
-    return unpack(qw, b, axis=0)                   # uint8: the sums below widen per reduction, not per code
+    return qw
+
+
+def _codes(qweight, b: int, n: int) -> np.ndarray:
+    return unpack(_qweight(qweight, b, n), b, axis=0)   # uint8: arithmetic below widens as it needs
 
 
 def _groups(g_idx, k: int, g: int) -> np.ndarray:
@@ -167,11 +171,7 @@ def _mean_code_offset(qweight, f: np.ndarray, g_idx, b: int) -> tuple[float | No
     from .moments import cell_sums  # moments imports the codec, which this module must not
 
     g, n = f.shape
-    qw = as_array(qweight, "qweight")
-    if qw.dtype != np.int32:
-        raise fail("tensor.dtype", "qweight", "int32", qw.dtype.name)
-    if qw.ndim != 2 or qw.shape[1] != n or (qw.shape[0] * 32) % b or qw.shape[0] == 0:
-        raise fail("tensor.shape", "qweight", f"2-D (K*{b}/32, {n})", tuple(qw.shape))
+    qw = _qweight(qweight, b, n)
     gi = _groups(g_idx, qw.shape[0] * 32 // b, g)
     counts, sums = cell_sums(qw, gi.astype(np.intp), b, g)
     counts = counts.astype(np.float64)
