@@ -66,7 +66,8 @@ def test_first_bad_block_is_reported():
     bad = _with_half(_with_half(_zero_blocks(), 1, 0, 0, 0x7C00), 0, 2, 2, 0x7C00)
     with pytest.raises(QFormatsError) as exc:
         q4_k.check_blocks(bad)
-    assert exc.value.actual.startswith("dmin = inf in block 2 of row 0; 2 blocks in 2 rows are non-finite")
+    assert exc.value.actual == ("dmin = inf in block 2 of row 0; 2 blocks in 2 rows are non-finite, "
+                                "(row, block): (0, 2), (1, 0)")
 
 
 @pytest.mark.parametrize("bits16", [0x7BFF, 0x0001, 0x8001, 0x8000, 0xFBFF], ids=lambda b: f"0x{b:04x}")
