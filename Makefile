@@ -4,7 +4,7 @@ VENV    := .venv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed-test
 
-.PHONY: demo test bench fixtures-check real-subjects clean
+.PHONY: demo test bench fixtures-check real-subjects ggml-oracle fuzz clean
 
 # A second environment for the real libraries judged as conformance subjects (GPTQModel on CPU:
 # torch 2.13.0+cpu, its import dependencies, gptqmodel itself without dependencies; notes gptq.md §9).
@@ -25,8 +25,8 @@ $(STAMP): $(BIN)/python pyproject.toml
 demo: $(STAMP)
 	$(BIN)/python -m qformats.demo
 
-test: $(STAMP) real-subjects
-	$(BIN)/python -m pytest -q
+test: $(STAMP) real-subjects ggml-oracle
+	QFORMATS_GGML_LIB=$(abspath $(GGML_LIB)) QFORMATS_GGML_VERSION=0.10.1 $(BIN)/python -m pytest -q
 
 real-subjects: $(STAMP)
 	@test -f $(REAL_STAMP) || { \
@@ -35,6 +35,30 @@ real-subjects: $(STAMP)
 	  $(REAL)/bin/python -m pip install -q --no-deps gptqmodel==7.7.0 && \
 	  $(REAL)/bin/python -m pip install -q -e . && touch $(REAL_STAMP); \
 	} > $(VENV)/real-install.log 2>&1 || echo "real subjects: install failed, see $(VENV)/real-install.log"
+
+# The ggml oracle (Q4K-6.2): ggml's own q4_K quantizer and decoder, built from the C source that the
+# ggml-py sdist vendors (vendor/ggml: ggml 0.10.1, llama.cpp sync 3142f1db), pinned by hash. Only
+# ggml-base is built: it holds ggml-quants.c, where quantize_q4_K and dequantize_row_q4_K live.
+# Baseline ISA (GGML_NATIVE=OFF, no -march) and -ffp-contract=off: the arithmetic model of Q4K-4.1.
+GGML_SDIST  := ggml_py-0.10.1.tar.gz
+GGML_SHA256 := 77e840e8b87c319456331296333c641bc96232076dac00bb6b4563ab9422c71a
+GGML        := $(VENV)/ggml
+GGML_LIB    := $(GGML)/libggml-base.so
+GGML_FLAGS  := -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=OFF -DGGML_CPU=OFF -DGGML_OPENMP=OFF \
+               -DGGML_BUILD_TESTS=OFF -DGGML_BUILD_EXAMPLES=OFF -DBUILD_SHARED_LIBS=ON \
+               -DCMAKE_C_FLAGS=-ffp-contract=off -DCMAKE_CXX_FLAGS=-ffp-contract=off
+
+ggml-oracle: $(GGML_LIB)
+
+$(GGML_LIB): $(BIN)/python
+	rm -rf $(GGML) && mkdir -p $(GGML)
+	$(BIN)/python -m pip download -q --no-deps --no-binary :all: ggml-py==0.10.1 -d $(GGML) > $(GGML)/build.log 2>&1
+	echo "$(GGML_SHA256)  $(GGML)/$(GGML_SDIST)" | sha256sum --check --quiet
+	tar -xzf $(GGML)/$(GGML_SDIST) -C $(GGML) ggml_py-0.10.1/vendor/ggml
+	# GIT_CEILING_DIRECTORIES: ggml's cmake asks git for a commit and would otherwise find this repository's
+	GIT_CEILING_DIRECTORIES=$(abspath $(GGML)) cmake -S $(GGML)/ggml_py-0.10.1/vendor/ggml -B $(GGML)/build $(GGML_FLAGS) >> $(GGML)/build.log 2>&1
+	cmake --build $(GGML)/build --target ggml-base -j2 >> $(GGML)/build.log 2>&1 || { tail -20 $(GGML)/build.log; exit 1; }
+	cp -L $(GGML)/build/src/libggml-base.so $(GGML_LIB)
 
 bench: $(STAMP)
 	$(BIN)/python -m pip install -q -e '.[test,bench]'

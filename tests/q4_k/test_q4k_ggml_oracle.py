@@ -1,16 +1,18 @@
-"""Q4K-4 / Q4K-3 against a live ggml build (opt-in): random inputs, byte-exact and bit-exact.
+"""Q4K-4 / Q4K-3 against a live ggml build: random inputs, byte-exact and bit-exact.
 
-Set QFORMATS_GGML_LIB to an existing ggml shared library (e.g. a llama.cpp release's ggml-base)
-exporting ``quantize_q4_K`` and ``dequantize_row_q4_K``, built without FMA contraction (Q4K-4.1).
-ggml before 2025-06 (b9061570) also needs ``ggml_init`` to have run. Without the variable the tests are skipped; the golden tests cover CI.
+``make test`` builds ggml 0.10.1's ggml-base from the ggml-py sdist (``make ggml-oracle``) and names
+it in QFORMATS_GGML_LIB, so these tests run in CI. Any other ggml build may be named instead (e.g. a
+llama.cpp release's ggml-base) if it is built without FMA contraction (Q4K-4.1); ggml before 2025-06
+(b9061570) also needs ``ggml_init`` to have run. Without the variable the tests are skipped.
 """
 
-import ctypes
 import os
 
 import numpy as np
 import pytest
 
+from conformance import run_kernel
+from conformance.adapters import ggml as ggml_lib
 from qformats.formats import q4_k
 from q4k_golden import bits, load
 
@@ -20,28 +22,36 @@ pytestmark = pytest.mark.skipif(not LIB_PATH, reason="set QFORMATS_GGML_LIB to a
 
 @pytest.fixture(scope="module")
 def ggml():
-    lib = ctypes.CDLL(LIB_PATH)
-    lib.quantize_q4_K.restype = ctypes.c_size_t
-    lib.quantize_q4_K.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p]
-    lib.dequantize_row_q4_K.restype = None
-    lib.dequantize_row_q4_K.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64]
-
     def quantize(x, w=None):
-        x = np.ascontiguousarray(x, np.float32)
-        out = np.zeros((x.shape[0], x.shape[1] // 256 * 144), np.uint8)
-        w = None if w is None else np.ascontiguousarray(w, np.float32)
-        lib.quantize_q4_K(x.ctypes.data, out.ctypes.data, x.shape[0], x.shape[1], None if w is None else w.ctypes.data)
-        return out
+        return ggml_lib.q4_k_quantize(x=x, importance=w)
 
     def dequantize(b):
-        b = np.ascontiguousarray(b, np.uint8)
-        y = np.zeros((b.shape[0], b.shape[1] // 144 * 256), np.float32)
-        lib.dequantize_row_q4_K(b.ctypes.data, y.ctypes.data, y.size)
-        return y
+        return ggml_lib.q4_k_dequantize(blocks=b)
 
     # the library itself must reproduce the golden bytes, or it is not a valid oracle (FMA build, old ggml)
     assert (quantize(load("main_input_f32.npy")) == load("main_q4k_blocks_u8.npy")).all()
     return quantize, dequantize
+
+
+def test_oracle_is_the_recorded_ggml():
+    """Q4K-6.2: the library under test is the ggml version the Makefile pins (when it says which)."""
+    expected = os.environ.get("QFORMATS_GGML_VERSION")
+    if not expected:
+        pytest.skip("QFORMATS_GGML_VERSION not set: a ggml build of the user's choosing")
+    assert ggml_lib.version()[0] == expected
+
+
+def test_ggml_dequantize_conforms():
+    """Q4K-6.1: ggml's dequantize_row_q4_K passes every q4_K decoder case, as a conformance subject."""
+    result = run_kernel("conformance.adapters.ggml:q4_k_dequantize", fmt="q4_k", op="dequantize", jobs=2)
+    assert result.conforms and result.counts["pass"] == len(result.cases) > 70
+
+
+def test_ggml_quantize_conforms():
+    """Q4K-6.2: ggml's quantize_q4_K (the reference path) passes every q4_K encoder case, as a subject."""
+    result = run_kernel("conformance.adapters.ggml:q4_k_quantize", fmt="q4_k", op="quantize", jobs=2)
+    assert result.conforms and result.counts["pass"] == len(result.cases) > 70
+    assert all("byte-identical" in case.detail for case in result.cases)   # reference-equivalent, not just valid
 
 
 def _inputs(rng, kind):
