@@ -60,6 +60,14 @@ $(GGML_LIB): $(BIN)/python
 	cmake --build $(GGML)/build --target ggml-base -j2 >> $(GGML)/build.log 2>&1 || { tail -20 $(GGML)/build.log; exit 1; }
 	cp -L $(GGML)/build/src/libggml-base.so $(GGML_LIB)
 
+# Whole-validate fuzzing (tests/fuzz/fuzz.py): N cases, counts per outcome; exit 1 on any bug.
+# `make test` runs a small fixed budget (tests/fuzz/test_fuzz.py). `make fuzz N=1000000 SEED=7 JOBS=2`.
+N    ?= 10000
+SEED ?= 0
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+fuzz: $(STAMP)
+	$(BIN)/python tests/fuzz/fuzz.py --cases $(N) --seed $(SEED) --jobs $(JOBS)
+
 bench: $(STAMP)
 	$(BIN)/python -m pip install -q -e '.[test,bench]'
 	for script in benchmarks/*.py; do $(BIN)/python $$script || exit 1; done
