@@ -42,7 +42,7 @@ from . import safetensors as st
 
 __all__ = [
     "Checkpoint", "ConfigSource", "open_checkpoint", "path_error", "COULD_NOT_RUN_CODES", "WARNING_CODES",
-    "PICKLE_SUFFIXES", "CONFIG_FILES", "MAX_JSON_SIZE", "SCHEMA_MODELS",
+    "PICKLE_SUFFIXES", "CONFIG_FILES", "MAX_JSON_SIZE", "MAX_JSON_VALUES", "SCHEMA_MODELS",
 ]
 
 CKPT_SPEC_VERSION = "0.1"
@@ -54,6 +54,11 @@ CONFIG_FILES: tuple[tuple[str, str | None], ...] = (
 INDEX_SUFFIX = ".safetensors.index.json"
 PREFERRED_INDEX = "model.safetensors.index.json"
 MAX_JSON_SIZE = 100_000_000          # index and config files; the safetensors header cap
+# Parsed JSON takes up to ~27x its bytes in Python objects (a 99 MB config of "[]," took 2.6 GB and
+# 21 s). Values are counted before parsing (each is opened by "[" or "{" or follows a ","): with 2^22
+# the worst file measured (96 MB of 22-byte strings) takes 0.6 GB and 5.5 s to validate; a real
+# index of 150k tensors holds ~300k values, a config a few thousand.
+MAX_JSON_VALUES = 1 << 22
 _PICKLE_MAGIC = (b"\x80\x02", b"\x80\x03", b"\x80\x04", b"\x80\x05")   # PROTO opcode, protocol 2..5
 _ZIP_MAGIC = b"PK\x03\x04"           # torch.save's zip container holds a pickle
 _GGUF_MAGIC = b"GGUF"
@@ -123,6 +128,10 @@ def _read_bounded(path: str, code: str) -> bytes:
 def _load_json(path: str, code: str, *, dicts: bool, allow_nan: bool) -> Any:
     """An index or config file through the header's strict decoder (``safetensors.load_json``)."""
     raw = _read_bounded(path, code)
+    values = raw.count(b",") + raw.count(b"[") + raw.count(b"{") + 1   # an upper bound, counted in C
+    if values > MAX_JSON_VALUES:
+        raise fail(code, os.path.basename(path), f"at most {MAX_JSON_VALUES} JSON values", f"up to {values}",
+                   file=path)
     try:
         return st.load_json(raw, dicts=dicts, allow_nan=allow_nan)
     except ValueError as exc:  # UnicodeDecodeError included

@@ -303,6 +303,20 @@ def test_malformed_config(tmp_path, name, text):
     raises(write_dir(tmp_path, files), "ckpt.config.json")
 
 
+@pytest.mark.parametrize(("name", "code"), [
+    pytest.param("config.json", "ckpt.config.json", id="config"),
+    pytest.param("quantize_config.json", "ckpt.config.json", id="quantize-config"),
+    pytest.param("model.safetensors.index.json", "ckpt.index.json", id="index"),
+])
+def test_json_with_too_many_values_is_refused_before_parsing(tmp_path, name, code):
+    """CKPT-3.1 / CKPT-4.2: "at most ... 2^22 JSON values (counted before parsing as one more than its
+    `,`, `[` and `{` bytes)": 2^22 empty arrays (8 MiB of text, ~0.3 GB once parsed) are refused."""
+    files = sb.sharded()
+    files[name] = b'{"x": [' + b"[]," * (2**22 - 1) + b"[]]}"
+    err = raises(write_dir(tmp_path, files), code)
+    assert err.actual == f"up to {1 + 1 + 2**22 + (2**22 - 1) + 1}"   # {, outer [, inner [s, commas, plus one
+
+
 def test_config_may_hold_python_json_constants(tmp_path):
     """CKPT-4.2: NaN and Infinity, which Python's json writes and reads, are accepted in config files."""
     files = sb.sharded()

@@ -96,6 +96,24 @@ def test_too_many_rules_is_gptq_config_invalid():
     assert exc.value.code == "gptq.config.invalid" and exc.value.actual == 4097
 
 
+def test_too_many_pattern_characters_is_refused_before_compiling():
+    """GPTQ-6.6: patterns of "262,144 characters (2^18) in all": 100 rules of 4000 characters each
+    (2 + 3 + 5 x 799 each, within its own limit) are refused by their total, not compiled one by one."""
+    keys = {f"+:{i:03d}" + "(a|b)" * 799: {} for i in range(100)}
+    with pytest.raises(QFormatsError) as exc:
+        parse_config({"bits": 4, "dynamic": keys})
+    assert (exc.value.code, exc.value.actual) == ("gptq.config.invalid", "400000 characters in 100 rules")
+
+
+def test_rule_limits_hold_through_the_config_model_too():
+    """GPTQ-6.6: the pydantic model refuses what parse_config refuses, with the constraint in the message."""
+    from pydantic import ValidationError
+
+    from qformats.formats.gptq.layout import GPTQConfig
+
+    with pytest.raises(ValidationError, match="at most 4096 rules"):
+        GPTQConfig.model_validate({"bits": 4, "dynamic": {f"r{i}": {} for i in range(4097)}})
+
 def test_catastrophic_pattern_is_dynamic_unsafe():
     """GPTQ-6.6: "Matching MUST finish on every module name of the checkpoint"."""
     config, _ = parse_config({"bits": 4, "dynamic": {"-:(a+)+$": {}}})

@@ -9,6 +9,8 @@ import threading
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as hs
 from pydantic import ValidationError
 
 import gguf_builder as gb
@@ -236,3 +238,56 @@ def test_reader_leaves_q4k_payload_to_the_format_layer():
         check_blocks(f.tensor_rows("b.weight"), tensor="b.weight", n=f.tensor("b.weight").dims[0])
     assert (exc.value.code, exc.value.clause, exc.value.tensor) == ("q4k.d.nonfinite", "Q4K-5.4", "b.weight")
     assert exc.value.actual == "d = inf in block 0 of row 1"
+
+
+def _strings_file(items: list[bytes]) -> bytes:
+    body = b"".join(gb.gstr(s) for s in items)
+    return gb.gguf([gb.kv("t.strs", gb.ARRAY, gb.arr(gb.STRING, len(items), body))], [])
+
+
+def test_string_array_is_a_compact_sequence():
+    """GGUF-2.5: an ARRAY[STRING] reads as a sequence of str: indexing, slicing, negatives, equality."""
+    strs = G.read_gguf_bytes(_strings_file([b"a", b"", "ünï".encode(), b"tok"])).metadata["t.strs"]
+    assert len(strs) == 4 and strs[2] == "ünï" and strs[-1] == "tok" and strs[1:3] == ["", "ünï"]
+    assert strs == ["a", "", "ünï", "tok"] and strs != ["a", "", "ünï"] and list(strs) == ["a", "", "ünï", "tok"]
+    with pytest.raises(IndexError):
+        strs[4]
+
+
+@pytest.mark.parametrize(("items", "where", "actual"), [
+    pytest.param([b"ok", b"\xc3", b"\xa9"], "[1]", "invalid byte at 0 of 1", id="character-split-across-strings"),
+    pytest.param([b"ok", b"", b"\xa9x"], "[2]", "invalid byte at 0 of 2", id="starts-with-continuation"),
+    pytest.param([b"ok", b"ab\xff"], "[1]", "invalid byte at 2 of 3", id="invalid-byte"),
+    pytest.param([b"ok", b"\xed\xa0\x80"], "[1]", "invalid byte at 0 of 3", id="surrogate"),
+    pytest.param([b"a\xc3"], "[0]", "invalid byte at 1 of 2", id="cut-at-the-end"),
+])
+def test_each_string_of_an_array_must_be_utf8(items, where, actual):
+    """GGUF-2.2: every string is UTF-8 on its own: a character split between two strings (whose
+    concatenation is valid) is refused, naming the string and the byte."""
+    with pytest.raises(QFormatsError) as exc:
+        G.read_gguf_bytes(_strings_file(items))
+    assert (exc.value.code, exc.value.tensor, exc.value.actual) == ("gguf.string.utf8", "t.strs" + where, actual)
+
+
+_FRAGMENTS = [b"a", b"", b"\xc3", b"\xa9", b"\xe2\x82", b"\xac", b"\xf0\x9f\x98\x80", b"\xed\xa0\x80", b"\xff", b"z\xc3\xa9"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(hs.lists(hs.lists(hs.sampled_from(_FRAGMENTS), max_size=4).map(b"".join), max_size=8))
+def test_string_array_utf8_verdict_equals_decoding_each_string(items):
+    """GGUF-2.2, checked against the obvious route: the array is refused exactly when some string fails
+    ``bytes.decode("utf-8")`` on its own, naming the first such string and its first bad byte."""
+    first_bad = None
+    for i, raw in enumerate(items):
+        try:
+            raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            first_bad = (f"t.strs[{i}]", f"invalid byte at {exc.start} of {len(raw)}")
+            break
+    try:
+        strs = G.read_gguf_bytes(_strings_file(items)).metadata["t.strs"]
+    except QFormatsError as exc:
+        assert exc.code == "gguf.string.utf8"
+        assert (exc.tensor, exc.actual) == first_bad
+    else:
+        assert first_bad is None and list(strs) == [s.decode() for s in items]

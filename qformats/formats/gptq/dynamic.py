@@ -23,11 +23,14 @@ from collections.abc import Sequence
 
 from ...errors import fail
 
-__all__ = ["MAX_RULES", "MAX_PATTERN_CHARS", "check_rules", "pattern_problem", "first_matches", "match_limit_s",
+__all__ = ["MAX_RULES", "MAX_PATTERN_CHARS", "MAX_TOTAL_CHARS", "check_rules", "pattern_problem", "first_matches", "match_limit_s",
            "rule"]
 
 MAX_RULES = 4096            # GPTQModel writes one rule per module at most; 80 layers x 7 modules = 560
 MAX_PATTERN_CHARS = 4096    # real keys are under 200 characters
+# re.compile is about linear in pattern length, ~1 us a character: 4096 x 4096 characters took 20 s
+# (measured, 2 cores). The total caps compiling at about a quarter second; 560 real keys use ~60 KiB.
+MAX_TOTAL_CHARS = 1 << 18
 CHILD_MEMORY = 1 << 30      # address-space cap of the matching child, bytes
 
 
@@ -56,6 +59,10 @@ def check_rules(keys: Sequence[str]) -> None:
     """GPTQ-6.6: at most :data:`MAX_RULES` keys, each compiled by ``re`` (``gptq.config.invalid``)."""
     if len(keys) > MAX_RULES:
         raise fail("gptq.config.invalid", "dynamic", f"at most {MAX_RULES} rules", len(keys), clause="GPTQ-6.6")
+    total = sum(len(k) for k in keys if isinstance(k, str))
+    if total > MAX_TOTAL_CHARS:
+        raise fail("gptq.config.invalid", "dynamic", f"rules of at most {MAX_TOTAL_CHARS} characters in all",
+                   f"{total} characters in {len(keys)} rules", clause="GPTQ-6.6")
     for key in keys:
         problem = pattern_problem(key)
         if problem:

@@ -24,7 +24,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ... import SPEC_VERSION
-from ...errors import fail, fail_validation
+from ...errors import QFormatsError, fail, fail_validation
 from ...findings import Finding, finding
 from ...tensors import TensorSpec
 from . import dynamic
@@ -152,9 +152,10 @@ class GPTQConfig(BaseModel):
     @field_validator("dynamic")
     @classmethod
     def _patterns_compile(cls, value: dict[str, DynamicOverride] | None) -> dict[str, DynamicOverride] | None:
-        problems = [p for p in map(dynamic.pattern_problem, value or {}) if p]
-        if problems or len(value or {}) > dynamic.MAX_RULES:
-            raise ValueError(problems[0] if problems else f"at most {dynamic.MAX_RULES} rules")
+        try:
+            dynamic.check_rules(list(value or {}))
+        except QFormatsError as err:
+            raise ValueError(f"must be {err.constraint} (got {err.actual})") from None
         return value
 
     @property
