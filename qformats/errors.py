@@ -213,8 +213,8 @@ class QFormatsError(ValueError):
 
     def within(self, prefix: str) -> "QFormatsError":
         """A copy whose tensor name is qualified by a layer name (``q_proj`` + ``scales``)."""
-        if self.tensor and (self.tensor == prefix or self.tensor.startswith(prefix + ".")):
-            return self                                  # already qualified (e.g. by the config's shapes)
+        if not prefix or self.tensor and (self.tensor == prefix or self.tensor.startswith(prefix + ".")):
+            return self          # a single-layer file's bare names, or already qualified (the config's shapes)
         tensor = f"{prefix}.{self.tensor}" if self.tensor else prefix
         message = self.message.replace(f"'{self.tensor}'", f"'{tensor}'", 1) if self.tensor else self.message
         return QFormatsError(self.code, message, tensor=tensor, constraint=self.constraint, actual=self.actual,

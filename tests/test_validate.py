@@ -437,3 +437,21 @@ def test_spqr_int64_in_perm_is_invalid(tmp_path, deep):
     report = validate(str(ckpt), deep=deep)
     assert report.verdict == "invalid"
     assert {f.code for f in report.findings if f.severity == "error"} == {"spqr.in_perm.int64"}
+
+
+def test_single_layer_file_names_bare_tensors(tmp_path, capsys):
+    """QF-5.3 text report: a file holding one layer under bare names (qweight, scales, ...) names the
+    tensor as stored ('scales', not '.scales') and prints no empty ``layers:`` line."""
+    from safetensors.numpy import load_file, save_file
+
+    golden = load_file(str(FIXTURES / "third_party" / "gptq" / "layers" / "b4_asym_g32_k128_n64.safetensors"))
+    scales = golden["scales"].copy()
+    scales[1, 3] = np.nan
+    path = tmp_path / "one_layer.safetensors"
+    save_file({"qweight": golden["gptqmodel.qweight"], "qzeros": golden["gptqmodel_v1.qzeros"], "scales": scales,
+               "g_idx": golden["g_idx"]}, str(path))
+    bad = [f for f in validate(str(path)).findings if f.code == "gptq.scales.nonfinite"]
+    assert [(f.tensor, f.message) for f in bad] == [("scales", "'scales' must be finite float16 (got NaN at [1, 3])")]
+    assert main(["validate", str(path)]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert "    where: scales" in lines and not any(line.strip() in ("layers:", "where:") for line in lines)

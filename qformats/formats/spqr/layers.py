@@ -46,7 +46,7 @@ def check(ckpt: Any, layers: list[LayerGroup], deep: bool,
         except QFormatsError as err:
             findings.append(from_error(err.within(group.name)))
             continue
-        portability = [f.model_copy(update={"tensor": f"{group.name}.{f.tensor}" if f.tensor else group.name})
+        portability = [f.model_copy(update={"tensor": ".".join(filter(None, (group.name, f.tensor)))})
                        for f in checks.portability_findings(layer)]
         findings += portability
         outliers = checks.outlier_count(layer)
