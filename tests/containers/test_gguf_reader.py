@@ -291,3 +291,15 @@ def test_string_array_utf8_verdict_equals_decoding_each_string(items):
         assert (exc.tensor, exc.actual) == first_bad
     else:
         assert first_bad is None and list(strs) == [s.decode() for s in items]
+
+
+@pytest.mark.parametrize(("field", "kwargs"), [
+    pytest.param("tensor_count", {"n_tensors": 2**20 + 1}, id="tensors"),
+    pytest.param("metadata_kv_count", {"n_kv": 2**20 + 1}, id="keys"),
+])
+def test_counts_above_two_to_the_twenty_are_refused_before_reading(field, kwargs):
+    """GGUF-1.5 and its limits table: `MAX_TENSORS`, `MAX_KV` are 2^20 each; one more is refused from the
+    header alone (the file holds no tensor infos or keys at all)."""
+    with pytest.raises(QFormatsError) as exc:
+        G.read_gguf_bytes(gb.gguf([], [], **kwargs))
+    assert (exc.value.code, exc.value.tensor, exc.value.actual) == ("gguf.count.too_large", field, 2**20 + 1)
