@@ -197,3 +197,12 @@ def test_fuzzed_dynamic_patterns_end_in_a_report(tmp_path_factory, pattern, modu
     verdict, codes = _ends_well(root)
     assert time.monotonic() - start < HANG_S
     assert verdict in ("valid", "invalid"), codes
+
+
+def test_compiling_a_pattern_prints_no_python_warning(recwarn):
+    """GPTQ-6.6: a key re compiles with a FutureWarning ("possible nested set") is compiled quietly: the
+    CLI's stderr carries findings, not Python's source lines."""
+    from qformats.formats.gptq.dynamic import pattern_problem
+
+    assert pattern_problem("+:model[[.]layers_warn_once") is None
+    assert [str(w.message) for w in recwarn.list] == []

@@ -19,6 +19,7 @@ import json
 import re
 import subprocess
 import sys
+import warnings
 from collections.abc import Sequence
 
 from ...errors import fail
@@ -47,7 +48,9 @@ def pattern_problem(key: str) -> str | None:
     if len(pattern) > MAX_PATTERN_CHARS:
         return f"rule {key[:40]!r}... of {len(pattern)} characters (at most {MAX_PATTERN_CHARS})"
     try:
-        re.compile(pattern)
+        with warnings.catch_warnings():   # FutureWarning "possible nested set" would print a source line
+            warnings.simplefilter("ignore")
+            re.compile(pattern)
     except re.error as exc:
         return f"rule {key[:200]!r}: {exc}"
     except (OverflowError, RecursionError, MemoryError) as exc:
