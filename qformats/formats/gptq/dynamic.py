@@ -24,8 +24,8 @@ from collections.abc import Sequence
 
 from ...errors import fail
 
-__all__ = ["MAX_RULES", "MAX_PATTERN_CHARS", "MAX_TOTAL_CHARS", "check_rules", "pattern_problem", "first_matches", "match_limit_s",
-           "rule"]
+__all__ = ["MAX_RULES", "MAX_PATTERN_CHARS", "MAX_TOTAL_CHARS", "check_rules", "pattern_problem", "first_matches",
+           "match_limit_s", "rule"]
 
 MAX_RULES = 4096            # GPTQModel writes one rule per module at most; 80 layers x 7 modules = 560
 MAX_PATTERN_CHARS = 4096    # real keys are under 200 characters
