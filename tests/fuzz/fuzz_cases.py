@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import random
 import struct
+import sys
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -80,11 +81,30 @@ def _sharded(files: dict[str, bytes]) -> dict[str, bytes]:
     return out
 
 
+def _gguf_with_vocab() -> bytes:
+    """A q4_K GGUF with a tokenizer as llama.cpp writes one: string, float and int arrays beside the tensors."""
+    sys.path.insert(0, str(ROOT / "tests" / "containers"))
+    import gguf_builder as gb
+
+    tokens = ["<unk>", "<s>", "</s>", "▁the", "é", "日本", "🙂", "", " ", "\u0000".encode().decode("unicode_escape")]
+    tokens += [f"tok{i}" for i in range(54)]
+    kvs = gb.base_kvs() + [
+        gb.kv("tokenizer.ggml.model", gb.STRING, gb.gstr("llama")),
+        gb.kv("tokenizer.ggml.tokens", gb.ARRAY, gb.arr(gb.STRING, len(tokens), b"".join(map(gb.gstr, tokens)))),
+        gb.kv("tokenizer.ggml.scores", gb.ARRAY, gb.arr(gb.F32, len(tokens), struct.pack(f"<{len(tokens)}f",
+                                                                                        *range(len(tokens))))),
+        gb.kv("tokenizer.ggml.token_type", gb.ARRAY, gb.arr(gb.I32, len(tokens), struct.pack(f"<{len(tokens)}i",
+                                                                                            *[1] * len(tokens)))),
+    ]
+    return gb.gguf(kvs, gb.base_infos(), gb.base_data())
+
+
 @lru_cache(maxsize=1)
 def seeds() -> dict[str, dict[str, bytes]]:
     samples = FIXTURES / "checkpoints"
     out = {p.name: _dir_files(p) for p in sorted(samples.iterdir()) if p.is_dir()}
     out["q4_k.gguf"] = {"q4_k.gguf": (samples / "q4_k.gguf").read_bytes()}
+    out["q4_k_vocab.gguf"] = {"q4_k_vocab.gguf": _gguf_with_vocab()}
     third = FIXTURES / "third_party"
     out["gptqmodel_e2e"] = _dir_files(third / "gptq" / "checkpoints" / "e2e_b4_sym_g32_gptq")
     out["gptqmodel_mislabelled"] = _dir_files(third / "gptq" / "checkpoints" / "neg_b4_sym_v2_zeros_labelled_gptq")
@@ -479,14 +499,16 @@ def _entry(rng: random.Random, case: FuzzCase) -> str:
 def make_case(seed: int, index: int) -> FuzzCase:
     """The case ``index`` of the run ``seed``: a seed checkpoint and 1-3 mutators, deterministically.
 
-    One case in eight starts from the GGUF sample (byte damage and special entries apply to it); the
+    One case in eight starts from a GGUF seed (byte damage and special entries apply to it); the
     others start from a safetensors checkpoint, with the mutators weighted as in :data:`MUTATORS`.
     """
     rng = random.Random(seed * 1_000_003 + index)
-    names = sorted(n for n in seeds() if n != "q4_k.gguf")
-    seed_name = "q4_k.gguf" if rng.random() < 0.125 else rng.choice(names)
+    ggufs = sorted(n for n in seeds() if n.endswith(".gguf"))
+    names = sorted(n for n in seeds() if n not in ggufs)
+    seed_name = rng.choice(ggufs) if rng.random() < 0.125 else rng.choice(names)
+    is_gguf = seed_name in ggufs
     case = FuzzCase(index=index, seed_name=seed_name, files=dict(seeds()[seed_name]))
-    kinds = [k for k in MUTATORS if (k in ("gguf", "special")) == (seed_name == "q4_k.gguf") or k == "special"]
+    kinds = [k for k in MUTATORS if (k in ("gguf", "special")) == is_gguf or k == "special"]
     weights = [MUTATORS[k][0] for k in kinds]
     for kind in rng.choices(kinds, weights, k=rng.choice([1, 1, 1, 2, 3])):
         try:
