@@ -10,7 +10,9 @@ Prints, on one device in one run:
     (target >= 75 % for 4-bit GPTQ and q4_K), and the time against torch's float16 F.linear on the
     dense weight (targets: >= 3.5x faster for 4-bit GPTQ and q4_K, >= 2.5x for SpQR);
   - the same at batch 16 against F.linear (target >= 2.5x for 4-bit);
-  - a real peer side by side where it is installed (GPTQModel's Triton kernel).
+  - a real peer side by side where it is installed: GPTQModel 7.7.0's TritonV2Linear (its Triton
+    dequantize kernel, then torch's matmul) on the same 4-bit layer, checked and timed the same way
+    (in the CPU smoke run its TorchLinear stands in, so the wiring is tested without a GPU).
 Layers are prepared once (act-order reordered at load time, as an engine would) and only the
 kernels are timed (triton.testing.do_bench, median). Before timing, every shape is checked against
 the NumPy reference: dequantize bit-exact after float16 rounding, matmul within the QF-4.6 bound.
@@ -128,17 +130,51 @@ def run_shape(out_f: int, in_f: int, bandwidth: float, do_check: bool) -> None:
         print(f"{out_f:>6}x{in_f:<6} {name:11s} check {status or 'skipped':8s} "
               f"dequant {deq_bw / bandwidth:6.1%} of copy | GEMV {weight_bytes / t_gemv / bandwidth:6.1%} of copy, "
               f"{t_lin1 / t_gemv:5.2f}x F.linear | batch 16 {t_lin16 / t_b16:5.2f}x F.linear")
+        if name == "gptq 4-bit":
+            peer(t, refs[name] if do_check else None, x1, x16, t_lin1, t_lin16)
 
 
-def peer(out_f: int, in_f: int) -> None:
+def peer_module(layer: dict, bits: int = 4, group_size: int = 128):
+    """GPTQModel's layer holding ``layer`` (v2 tensors on DEVICE), loaded as its loader does: buffers,
+    ``post_init()``, eval. TritonV2Linear on a GPU; TorchLinear (its CPU path) in the smoke run."""
+    import torch
+    from gptqmodel.utils.backend import BACKEND
+
+    if DEVICE == "cuda":
+        from gptqmodel.nn_modules.qlinear.tritonv2 import TritonV2Linear as cls
+        backend = BACKEND.GPTQ_TRITON
+    else:
+        from gptqmodel.nn_modules.qlinear.torch import TorchLinear as cls
+        backend = BACKEND.GPTQ_TORCH
+    k, n = layer["g_idx"].shape[0], layer["scales"].shape[1]
+    module = cls(bits=bits, group_size=group_size, sym=True, desc_act=False, in_features=k, out_features=n,
+                 bias=False, pack_dtype=torch.int32, backend=backend, register_buffers=True)
+    for name, value in layer.items():
+        getattr(module, name).data = torch.as_tensor(value).to(DEVICE).clone()
+    module = module.to(DEVICE)
+    module.post_init()
+    return module.eval()
+
+
+def peer(layer: dict, ref, x1, x16, t_lin1: float, t_lin16: float) -> None:
+    """One line: the peer's check against the same QF-4.6 bound, and its speed against F.linear."""
     try:
         import torch
-        from gptqmodel.nn_modules.qlinear.tritonv2 import TritonV2QuantLinear  # noqa: F401
-    except Exception as exc:  # noqa: BLE001 - a missing peer is reported, never fatal
-        print(f"peer GPTQModel Triton kernel: not installed here ({type(exc).__name__}: {str(exc)[:80]})")
+
+        module = peer_module(layer)
+    except Exception as exc:  # noqa: BLE001 - a missing or failing peer is reported, never fatal
+        print(f"{'':14}peer GPTQModel: not available here ({type(exc).__name__}: {str(exc)[:100]})")
         return
-    print("peer GPTQModel Triton kernel: installed; side-by-side timing is left to a GPU session "
-          f"({out_f}x{in_f}, torch {torch.__version__})")
+    from conformance import compare
+
+    with torch.no_grad():
+        y1, y16 = module(x1), module(x16)
+        status = "skipped" if ref is None else "/".join(
+            "ok" if compare.within_bound(y.float().cpu().numpy(), "float16", x.cpu().numpy(), ref,
+                                         w_rounding=True).ok else "FAIL" for x, y in ((x1, y1), (x16, y16)))
+        t1, t16 = _bench(lambda: module(x1)), _bench(lambda: module(x16))
+    print(f"{'':14}peer GPTQModel {type(module).__name__} check {status:8s} "
+          f"GEMV {t_lin1 / t1:5.2f}x F.linear | batch 16 {t_lin16 / t16:5.2f}x F.linear")
 
 
 def main() -> int:
@@ -168,7 +204,6 @@ def main() -> int:
     for shape in args.shapes.split(","):
         out_f, in_f = (int(v) for v in shape.split("x"))
         run_shape(out_f, in_f, bandwidth, not args.no_check)
-    peer(4096, 4096)
     return 0
 
 

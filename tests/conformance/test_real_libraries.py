@@ -63,3 +63,27 @@ def test_gptqmodel_v1_decodes_zero0_fields_silently():
     status = {c["id"]: c["status"] for c in wrapped["cases"]}
     assert status["gptq_v1/read/b4_asym_g32_zero0_field7"] == "warning"
     assert status["gptq_v1/read/b4_asym_g32_zero0_field0"] == "fail"
+
+
+PEER_SCRIPT = """
+import sys
+sys.path.insert(0, "benchmarks")
+import numpy as np, torch
+import kernels as bk
+from qformats.formats import gptq
+bk.DEVICE = "cpu"
+layer = bk.gptq_layer(64, 256)
+ref = gptq.dequantize(layer, bits=4, version="v2", group_size=128)
+x1, x16 = (torch.rand(b, 256, dtype=torch.float16, generator=torch.Generator().manual_seed(b)) * 2 - 1 for b in (1, 16))
+bk.peer({k: torch.from_numpy(np.array(v)) for k, v in layer.items()}, ref, x1, x16, 1.0, 1.0)
+"""
+
+
+def test_benchmark_peer_loads_gptqmodel_layer_and_passes_the_bound():
+    """benchmarks/kernels.py's peer (GPTQModel) is loaded as GPTQModel's loader does and judged by QF-4.6:
+    on the CPU its TorchLinear stands in for TritonV2Linear, so the wiring is tested without a GPU."""
+    if not REAL_STAMP.exists():
+        pytest.skip("GPTQModel environment not built")
+    done = subprocess.run([str(REAL_PYTHON), "-c", PEER_SCRIPT], capture_output=True, text=True, cwd=ROOT,
+                          timeout=600)
+    assert "peer GPTQModel TorchLinear check ok/ok" in done.stdout, done.stdout[-1500:] + done.stderr[-1500:]
