@@ -26,7 +26,7 @@ demo: $(STAMP)
 	$(BIN)/python -m qformats.demo
 
 test: $(STAMP) real-subjects ggml-oracle
-	QFORMATS_GGML_LIB=$(abspath $(GGML_LIB)) QFORMATS_GGML_VERSION=0.10.1 $(BIN)/python -m pytest -q
+	QFORMATS_GGML_LIB=$(abspath $(GGML_LIB)) QFORMATS_GGML_VERSION=$(GGML_VERSION) $(BIN)/python -m pytest -q
 
 real-subjects: $(STAMP)
 	@test -f $(REAL_STAMP) || { \
@@ -40,7 +40,8 @@ real-subjects: $(STAMP)
 # ggml-py sdist vendors (vendor/ggml: ggml 0.10.1, llama.cpp sync 3142f1db), pinned by hash. Only
 # ggml-base is built: it holds ggml-quants.c, where quantize_q4_K and dequantize_row_q4_K live.
 # Baseline ISA (GGML_NATIVE=OFF, no -march) and -ffp-contract=off: the arithmetic model of Q4K-4.1.
-GGML_SDIST  := ggml_py-0.10.1.tar.gz
+GGML_VERSION := 0.10.1
+GGML_SDIST  := ggml_py-$(GGML_VERSION).tar.gz
 GGML_SHA256 := 77e840e8b87c319456331296333c641bc96232076dac00bb6b4563ab9422c71a
 GGML        := $(VENV)/ggml
 GGML_LIB    := $(GGML)/libggml-base.so
@@ -52,11 +53,11 @@ ggml-oracle: $(GGML_LIB)
 
 $(GGML_LIB): $(BIN)/python
 	rm -rf $(GGML) && mkdir -p $(GGML)
-	$(BIN)/python -m pip download -q --no-deps --no-binary :all: ggml-py==0.10.1 -d $(GGML) > $(GGML)/build.log 2>&1
+	$(BIN)/python -m pip download -q --no-deps --no-binary :all: ggml-py==$(GGML_VERSION) -d $(GGML) > $(GGML)/build.log 2>&1
 	echo "$(GGML_SHA256)  $(GGML)/$(GGML_SDIST)" | sha256sum --check --quiet
-	tar -xzf $(GGML)/$(GGML_SDIST) -C $(GGML) ggml_py-0.10.1/vendor/ggml
+	tar -xzf $(GGML)/$(GGML_SDIST) -C $(GGML) ggml_py-$(GGML_VERSION)/vendor/ggml
 	# GIT_CEILING_DIRECTORIES: ggml's cmake asks git for a commit and would otherwise find this repository's
-	GIT_CEILING_DIRECTORIES=$(abspath $(GGML)) cmake -S $(GGML)/ggml_py-0.10.1/vendor/ggml -B $(GGML)/build $(GGML_FLAGS) >> $(GGML)/build.log 2>&1
+	GIT_CEILING_DIRECTORIES=$(abspath $(GGML)) cmake -S $(GGML)/ggml_py-$(GGML_VERSION)/vendor/ggml -B $(GGML)/build $(GGML_FLAGS) >> $(GGML)/build.log 2>&1
 	cmake --build $(GGML)/build --target ggml-base -j2 >> $(GGML)/build.log 2>&1 || { tail -20 $(GGML)/build.log; exit 1; }
 	cp -L $(GGML)/build/src/libggml-base.so $(GGML_LIB)
 

@@ -159,22 +159,26 @@ def peer_module(layer: dict, bits: int = 4, group_size: int = 128):
 def peer(layer: dict, ref, x1, x16, t_lin1: float, t_lin16: float) -> None:
     """One line: the peer's check against the same QF-4.6 bound, and its speed against F.linear."""
     try:
-        import torch
-
-        module = peer_module(layer)
+        line = _peer_line(layer, ref, x1, x16, t_lin1, t_lin16)
     except Exception as exc:  # noqa: BLE001 - a missing or failing peer is reported, never fatal
-        print(f"{'':14}peer GPTQModel: not available here ({type(exc).__name__}: {str(exc)[:100]})")
-        return
+        line = f"peer GPTQModel: not available here ({type(exc).__name__}: {str(exc)[:100]})"
+    print(f"{'':14}{line}")
+
+
+def _peer_line(layer: dict, ref, x1, x16, t_lin1: float, t_lin16: float) -> str:
+    import torch
+
     from conformance import compare
 
+    module = peer_module(layer)
     with torch.no_grad():
         y1, y16 = module(x1), module(x16)
         status = "skipped" if ref is None else "/".join(
             "ok" if compare.within_bound(y.float().cpu().numpy(), "float16", x.cpu().numpy(), ref,
                                          w_rounding=True).ok else "FAIL" for x, y in ((x1, y1), (x16, y16)))
         t1, t16 = _bench(lambda: module(x1)), _bench(lambda: module(x16))
-    print(f"{'':14}peer GPTQModel {type(module).__name__} check {status:8s} "
-          f"GEMV {t_lin1 / t1:5.2f}x F.linear | batch 16 {t_lin16 / t16:5.2f}x F.linear")
+    return (f"peer GPTQModel {type(module).__name__} check {status:8s} "
+            f"GEMV {t_lin1 / t1:5.2f}x F.linear | batch 16 {t_lin16 / t16:5.2f}x F.linear")
 
 
 def main() -> int:

@@ -57,6 +57,10 @@ def _tripwire(*_a, **_k):
     raise Unpickled()
 
 
+def on_alarm(*_):
+    raise CaseTimeout()
+
+
 def install_tripwires() -> None:
     pickle.load = pickle.loads = pickle.Unpickler = _tripwire  # type: ignore[assignment,misc]
 
@@ -136,9 +140,6 @@ def run_case(case: FuzzCase, directory: Path, limit_s: float) -> tuple[str, str]
 # -- workers and the parent -------------------------------------------------------------------------
 
 def _worker(seed: int, indices: range, limit_s: float, memory_mib: int, scratch: str, current, conn) -> None:
-    def on_alarm(*_):
-        raise CaseTimeout()
-
     signal.signal(signal.SIGALRM, on_alarm)
     seeds()                                              # load before the memory cap
     import qformats.validate  # noqa: F401
@@ -212,7 +213,9 @@ def run(cases: int, seed: int, jobs: int, limit_s: float, memory_mib: int, findi
                 counts[outcome] += 1
                 bugs.append((index, outcome, f"worker stopped answering in case {index}"))
                 del live[j]
-                rest = range(index + jobs, indices.stop, jobs) if index >= 0 else indices
+                if index < 0:        # died before its first case: restarting would loop; its cases go unrun
+                    continue
+                rest = range(index + jobs, indices.stop, jobs)
                 if len(rest):
                     launch(j, rest)
         if not quiet and time.monotonic() - last_print > 30:
@@ -244,7 +247,7 @@ def replay(seed: int, index: int, limit_s: float, out: Path) -> int:
     case = make_case(seed, index)
     shutil.rmtree(out, ignore_errors=True)
     write_case(case, out)
-    signal.signal(signal.SIGALRM, lambda *_: (_ for _ in ()).throw(CaseTimeout()))
+    signal.signal(signal.SIGALRM, on_alarm)
     outcome, detail = run_case(case, out, limit_s)
     print(f"case {index} (seed checkpoint {case.seed_name}, mutations {case.mutations}, entry {case.entry!r}, "
           f"deep={case.deep}, fmt={case.fmt}) written to {out}\n{outcome}\n{detail}")

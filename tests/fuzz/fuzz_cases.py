@@ -149,10 +149,9 @@ def wild_value(rng: random.Random, depth: int = 0) -> Any:
 
 
 def _deep_nest(rng: random.Random) -> Any:
-    """Nesting deep enough to hit recursion limits in a naive reader (1 to 100,000 levels)."""
+    """A nested value json.dumps can still write (it recurses too); m_json_bytes writes deeper ones."""
     value: Any = rng.choice([1, "x", None])
-    depth = rng.choice([10, 500, 990, 1000, 5000, 100_000])
-    for _ in range(min(depth, 3000)):       # json.dumps itself recurses: deeper nests are made as bytes
+    for _ in range(rng.choice([10, 100, 500, 900])):
         value = [value] if rng.random() < 0.5 else {"k": value}
     return value
 
@@ -255,7 +254,7 @@ def _module_names(case: FuzzCase) -> list[str]:
         if name.endswith(".safetensors") and isinstance(data, bytes):
             try:
                 tensors = seed_tensors(case.seed_name, name)
-            except Exception:  # noqa: BLE001 -- a mutated shard: no names to borrow
+            except Exception:  # noqa: BLE001 -- a shard the seed does not have: no names to borrow
                 continue
             return sorted({t.rsplit(".", 1)[0] for t in tensors})
     return ["model.layers.0.self_attn.q_proj"]

@@ -50,7 +50,7 @@ def one_case(tmp_path):
     case.files = dict(fuzz_cases.seeds()["gptq_v1_sym_4bit"])
     case.entry, case.fmt, case.deep = "", "auto", False
     fuzz.write_case(case, tmp_path / "ckpt")
-    old = signal.signal(signal.SIGALRM, lambda *_: (_ for _ in ()).throw(fuzz.CaseTimeout()))
+    old = signal.signal(signal.SIGALRM, fuzz.on_alarm)
     yield case, tmp_path / "ckpt"
     signal.signal(signal.SIGALRM, old)
 
@@ -82,10 +82,13 @@ def test_harness_reports_a_time_out(monkeypatch, one_case):
 
 def test_harness_reports_a_written_input(monkeypatch, one_case):
     """Any change to the case directory (here a rewritten config with the same bytes) is a bug."""
+    real = qformats.validate.validate
+
     def touch(path):
-        data = open(os.path.join(path, "config.json"), "rb").read()
-        open(os.path.join(path, "config.json"), "wb").write(data)
-        return qformats.validate.__dict__["_report"](path, "gptq", [], [])
+        config = os.path.join(path, "config.json")
+        data = open(config, "rb").read()
+        open(config, "wb").write(data)
+        return real(path)
     _patched(monkeypatch, touch)
     assert fuzz.run_case(*one_case, 5.0)[0] == "WROTE-INPUT"
 
