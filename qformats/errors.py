@@ -14,9 +14,10 @@ directions.
 
 from __future__ import annotations
 
+import reprlib
 from typing import Any
 
-__all__ = ["CODES", "QFormatsError", "fail", "fail_validation", "format_actual"]
+__all__ = ["CODES", "QFormatsError", "brief", "fail", "fail_validation", "format_actual"]
 
 # code -> (clause, one-line meaning). Sections are owned by one area each.
 CODES: dict[str, tuple[str, str]] = {
@@ -164,13 +165,25 @@ CODES: dict[str, tuple[str, str]] = {
 }
 
 
+# Values in messages come from hostile files: repr() of a 900-deep JSON list raises RecursionError and
+# of a 4M-element one is megabytes. reprlib cuts depth, length and long items with "...".
+_BRIEF = reprlib.Repr()
+_BRIEF.maxlevel, _BRIEF.maxlist, _BRIEF.maxtuple, _BRIEF.maxdict = 4, 12, 12, 12
+_BRIEF.maxstring, _BRIEF.maxother, _BRIEF.maxlong = 300, 300, 80
+
+
+def brief(value: Any) -> str:
+    """``repr(value)``, bounded in depth and length, for a message about an input value."""
+    return _BRIEF.repr(value)
+
+
 def format_actual(value: Any) -> str:
     """Render an actual value compactly for a message (NaN stays ``NaN``, not ``nan``)."""
     if isinstance(value, float) and value != value:
         return "NaN"
     if isinstance(value, str):
         return value
-    return repr(value)
+    return brief(value)
 
 
 class QFormatsError(ValueError):

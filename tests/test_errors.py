@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from qformats.errors import CODES, QFormatsError, fail
+from qformats.errors import CODES, QFormatsError, fail, format_actual
 
 
 def test_message_reads_must_be_got():
@@ -36,3 +36,14 @@ def test_codes_are_stable_dotted_names_with_a_clause(code):
     assert re.fullmatch(r"[a-z0-9_]+(\.[a-z0-9_]+)+", code)
     assert re.fullmatch(r"(QF|GPTQ|Q4K|SPQR|GGUF|ST|CKPT)-\d+(\.\d+)*", clause)
     assert meaning
+
+
+def test_actual_values_are_bounded_in_depth_and_length():
+    """QF-1: a message never fails or balloons on the input it quotes: deep values are cut at four
+    levels, long lists after twelve items (reprlib's '...')."""
+    deep: list = []
+    for _ in range(5000):
+        deep = [deep]
+    assert format_actual(deep) == "[[[[[...]]]]]"   # four levels shown, the fifth elided as reprlib does
+    assert format_actual(list(range(10**6))) == "[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, ...]"
+    assert format_actual([1, 2, 3]) == "[1, 2, 3]"

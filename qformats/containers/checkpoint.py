@@ -36,7 +36,7 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from ..errors import QFormatsError, fail
+from ..errors import QFormatsError, brief, fail
 from ..findings import Finding, finding
 from . import safetensors as st
 
@@ -521,7 +521,7 @@ def _open_sharded(directory: str, index: str, files: dict[str, str], *, path: st
     nbytes = sum(headers[os.path.join(directory, s)].tensors[n].nbytes for n, s in weight_map.items())
     if total is not None and (type(total) is not int or total != nbytes):
         findings.append(finding("ckpt.index.total_size", "warning",
-                                f"{index} metadata.total_size is {total!r}; the mapped tensors hold {nbytes} bytes"))
+                                f"{index} metadata.total_size is {brief(total)}; the mapped tensors hold {nbytes} bytes"))
     if not weight_map:
         raise fail("ckpt.tensors.none", None, "a checkpoint with at least one tensor", "0 tensors", file=index_path)
     where = {n: os.path.join(directory, s) for n, s in weight_map.items()}

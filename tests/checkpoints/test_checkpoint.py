@@ -317,6 +317,19 @@ def test_json_with_too_many_values_is_refused_before_parsing(tmp_path, name, cod
     assert err.actual == f"up to {1 + 1 + 2**22 + (2**22 - 1) + 1}"   # {, outer [, inner [s, commas, plus one
 
 
+def test_deeply_nested_total_size_is_a_warning_not_a_crash(tmp_path):
+    """CKPT-3.7: a total_size that is a 900-deep list (found by the fuzzer: repr() of it overflowed the
+    stack) is reported as ckpt.index.total_size with the value cut short."""
+    files = sb.sharded()
+    files["model.safetensors.index.json"] = (b'{"metadata": {"total_size": ' + b"[" * 900 + b"]" * 900 +
+                                             b'}, "weight_map": {"x.qweight": "%s", "y.qweight": "%s"}}'
+                                             % (sb.S1.encode(), sb.S2.encode()))
+    with open_checkpoint(write_dir(tmp_path, files)) as ckpt:
+        (warn,) = [f for f in ckpt.findings if f.code == "ckpt.index.total_size"]
+    assert warn.message == "model.safetensors.index.json metadata.total_size is [[[[[...]]]]]; the mapped " \
+                           "tensors hold 32 bytes"
+
+
 def test_config_may_hold_python_json_constants(tmp_path):
     """CKPT-4.2: NaN and Infinity, which Python's json writes and reads, are accepted in config files."""
     files = sb.sharded()

@@ -24,7 +24,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ... import SPEC_VERSION
-from ...errors import QFormatsError, fail, fail_validation
+from ...errors import QFormatsError, brief, fail, fail_validation
 from ...findings import Finding, finding
 from ...tensors import TensorSpec
 from . import dynamic
@@ -224,7 +224,7 @@ def _resolve_aliases(raw: Mapping[str, Any]) -> tuple[dict[str, Any], list[Findi
             continue
         value = data.pop(alias)
         if key in data and data[key] != value:
-            raise fail("gptq.config.invalid", alias, f"equal to '{key}' when both are present ({data[key]!r})", value)
+            raise fail("gptq.config.invalid", alias, f"equal to '{key}' when both are present ({brief(data[key])})", value)
         data.setdefault(key, value)
     if "zero_point" in data:  # GPTQModel synonym: zero_point=True means asymmetric
         data.setdefault("sym", not data.pop("zero_point"))
