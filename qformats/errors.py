@@ -17,7 +17,7 @@ from __future__ import annotations
 import reprlib
 from typing import Any
 
-__all__ = ["CODES", "QFormatsError", "brief", "fail", "fail_validation", "format_actual"]
+__all__ = ["CODES", "QFormatsError", "brief", "brief_ascii", "fail", "fail_validation", "format_actual"]
 
 # code -> (clause, one-line meaning). Sections are owned by one area each.
 CODES: dict[str, tuple[str, str]] = {
@@ -177,12 +177,17 @@ def brief(value: Any) -> str:
     return _BRIEF.repr(value)
 
 
+def brief_ascii(value: Any) -> str:
+    """``ascii(value)``, bounded as :func:`brief` is: non-ASCII characters as escapes."""
+    return brief(value).encode("ascii", "backslashreplace").decode("ascii")
+
+
 def format_actual(value: Any) -> str:
     """Render an actual value compactly for a message (NaN stays ``NaN``, not ``nan``)."""
     if isinstance(value, float) and value != value:
         return "NaN"
     if isinstance(value, str):
-        return value
+        return value if len(value) <= _BRIEF.maxstring else f"{value[:_BRIEF.maxstring]}... ({len(value)} characters)"
     return brief(value)
 
 

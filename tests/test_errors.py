@@ -40,10 +40,11 @@ def test_codes_are_stable_dotted_names_with_a_clause(code):
 
 def test_actual_values_are_bounded_in_depth_and_length():
     """QF-1: a message never fails or balloons on the input it quotes: deep values are cut at four
-    levels, long lists after twelve items (reprlib's '...')."""
+    levels, long lists after twelve items (reprlib's '...'), strings after 300 characters."""
     deep: list = []
     for _ in range(5000):
         deep = [deep]
     assert format_actual(deep) == "[[[[[...]]]]]"   # four levels shown, the fifth elided as reprlib does
     assert format_actual(list(range(10**6))) == "[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, ...]"
     assert format_actual([1, 2, 3]) == "[1, 2, 3]"
+    assert format_actual("x" * 5000) == "x" * 300 + "... (5000 characters)"

@@ -36,7 +36,7 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from ..errors import QFormatsError, brief, fail
+from ..errors import QFormatsError, brief, brief_ascii, fail
 from ..findings import Finding, finding
 from . import safetensors as st
 
@@ -443,12 +443,12 @@ def _weight_map(index_path: str) -> tuple[dict[str, str], Any]:
     out: dict[str, str] = {}
     for name, shard in wm:
         if not st.is_text(name):
-            raise bad("weight_map", "tensor names without lone surrogate escapes", ascii(name)[:80])
+            raise bad("weight_map", "tensor names without lone surrogate escapes", brief_ascii(name)[:80])
         subject = f"weight_map.{name}"
         if name in out:
             raise bad(subject, "a tensor listed once", "duplicate")
         if not _is_shard_name(shard):
-            raise bad(subject, SHARD_NAME_RULE, ascii(shard)[:80])
+            raise bad(subject, SHARD_NAME_RULE, brief_ascii(shard)[:80])
         out[name] = shard
     meta = fields.get("metadata")
     total = dict(meta).get("total_size") if isinstance(meta, st.JsonObject) else None

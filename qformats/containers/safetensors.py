@@ -45,7 +45,7 @@ from typing import Any, ClassVar
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from ..errors import fail
+from ..errors import brief_ascii, fail
 from ..findings import Finding, finding
 
 __all__ = [
@@ -240,7 +240,7 @@ def is_text(value: str) -> bool:
 
 def _check_text(value: str, subject: str, file: str) -> str:
     if not is_text(value):
-        raise fail("st.header.json", subject, "a string without lone surrogate escapes", ascii(value)[:80],
+        raise fail("st.header.json", subject, "a string without lone surrogate escapes", brief_ascii(value)[:80],
                    file=file)
     return value
 
@@ -286,11 +286,11 @@ def _tensor_info(name: str, value: Any, file: str, findings: list[Finding]) -> T
     dtype, shape, offsets = (fields[k] for k in _HEADER_KEYS)
     if not isinstance(dtype, str) or dtype not in DTYPES:
         raise fail("st.dtype.unknown", name, "a safetensors dtype (" + ", ".join(DTYPES) + ")",
-                   ascii(dtype)[:60], file=file)
+                   brief_ascii(dtype)[:60], file=file)
     if not _u64_list(shape):
-        raise fail("st.shape.invalid", name, "a list of integers in [0, 2^64)", ascii(shape)[:80], file=file)
+        raise fail("st.shape.invalid", name, "a list of integers in [0, 2^64)", brief_ascii(shape)[:80], file=file)
     if not (_u64_list(offsets) and len(offsets) == 2):
-        raise fail("st.offsets.invalid", name, "[BEGIN, END], two integers in [0, 2^64)", ascii(offsets)[:80],
+        raise fail("st.offsets.invalid", name, "[BEGIN, END], two integers in [0, 2^64)", brief_ascii(offsets)[:80],
                    file=file)
     begin, end = offsets
     if end < begin:

@@ -330,6 +330,15 @@ def test_deeply_nested_total_size_is_a_warning_not_a_crash(tmp_path):
                            "tensors hold 32 bytes"
 
 
+def test_deeply_nested_shard_name_is_refused_not_a_crash(tmp_path):
+    """CKPT-3.1: a weight_map value that is a 900-deep list (found by the fuzzer: ascii() of it overflowed
+    the stack) is an invalid index, quoted cut short."""
+    files = sb.sharded()
+    files["model.safetensors.index.json"] = b'{"weight_map": {"x.qweight": ' + b"[" * 900 + b"]" * 900 + b"}}"
+    err = raises(write_dir(tmp_path, files), "ckpt.index.json")
+    assert err.actual == "[[[[[...]]]]]"
+
+
 def test_config_may_hold_python_json_constants(tmp_path):
     """CKPT-4.2: NaN and Infinity, which Python's json writes and reads, are accepted in config files."""
     files = sb.sharded()
