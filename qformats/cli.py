@@ -56,18 +56,18 @@ def _cmd_validate(args: argparse.Namespace) -> int:
 def _cmd_inspect(args: argparse.Namespace) -> int:
     from .inspect import empty_reason, render, rows
 
+    from .report import plural
+
     report, table = rows(args.path, args.format)
-    if not table and report is not None:
+    if not table:
         print(f"{report.path}: {empty_reason(report)}")
         return report.exit_code()
     for line in render(table, args.width):
         print(line)
-    if report is None:
-        print(f"{len(table)} tensors; nothing here that qformats validates (its formats: q4_K in GGUF)")
-        return 0
     s = report.summary
-    print(f"{len(table)} rows; verdict {report.verdict} ({s['errors']} errors, {s['warnings']} warnings: "
-          "qformats validate for details)")
+    checked = f", {s['tensors_checked']} of {s['tensors']} tensors checked" if "tensors" in s else ""
+    print(f"{plural(len(table), 'row')}{checked}; verdict {report.verdict} ({plural(s['errors'], 'error')}, "
+          f"{plural(s['warnings'], 'warning')}: qformats validate for details)")
     return report.exit_code()
 
 

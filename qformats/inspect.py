@@ -1,10 +1,9 @@
 """``qformats inspect``: one row per layer (or per GGUF tensor), fitted to the terminal.
 
 Safetensors checkpoints show their quantized layers as ``validate --deep`` sees them. GGUF files
-show every tensor, each with its ggml type and real bits per weight (block bytes x 8 / block
-elements); statistics where a decoder is at hand: q4_K by the reference, plain types directly, other
-quantized types by gguf-py's ``quants.dequantize`` when it is installed, after our reader has
-checked every byte range.
+show every tensor, each with its ggml type, real bits per weight (block bytes x 8 / block elements),
+statistics from qformats' own decoder of that type and the count of non-finite decoded values; a
+tensor of a type qformats cannot decode is listed as unchecked, without statistics.
 """
 
 from __future__ import annotations
@@ -12,13 +11,10 @@ from __future__ import annotations
 import shutil
 from typing import Any
 
-import numpy as np
 
 from .containers.checkpoint import open_checkpoint
 from .containers.ggml_types import GGML_TYPES
-from .containers.gguf import PLAIN_TYPES
-from .errors import QFormatsError, fail
-from .stats import Moments
+from .errors import fail
 from .validate import Report, validate
 
 __all__ = ["rows", "render"]
@@ -26,50 +22,28 @@ __all__ = ["rows", "render"]
 # (row key, header); the layer column is shortened from the left when the table is too wide.
 COLUMNS = (("layer", "layer"), ("format", "format"), ("bits", "bits"), ("group_size", "gs"),
            ("in_features", "in"), ("out_features", "out"), ("bits_per_weight", "bpw"), ("g_idx", "g_idx"),
-           ("evidence", "label"), ("outlier_fraction", "outliers"), ("max_abs", "max|w|"), ("std", "std"))
+           ("evidence", "label"), ("outlier_fraction", "outliers"), ("max_abs", "max|w|"), ("std", "std"),
+           ("nonfinite", "non-finite"))
 
 
 def rows(path: str, fmt: str = "auto") -> tuple[Report | None, list[dict[str, Any]]]:
-    """The validator's report and the table rows: its layers, or every tensor of a GGUF file (whose
-    report is None when it holds nothing qformats validates, a Q6_K-only file say)."""
-    try:
-        report = validate(path, deep=True, fmt=fmt)
-    except QFormatsError as err:
-        if err.code != "checkpoint.empty" or fmt != "auto" or not str(path).lower().endswith(".gguf"):
-            raise
-        report = None
-    if report is not None and (not report.layers or report.format == "unknown" or not
-                               str(path).lower().endswith(".gguf")):
+    """The validator's report and the table rows: its layers, or every tensor of a GGUF file (tensors
+    of types qformats cannot check get a row without statistics; the report warns about them)."""
+    report = validate(path, deep=True, fmt=fmt)
+    if not str(path).lower().endswith(".gguf") or report.format == "unknown":
         return report, report.layers
-    checked = {row["layer"]: row for row in (report.layers if report else [])}
+    checked = {row["layer"]: row for row in report.layers}
     with open_checkpoint(path) as ckpt:
-        return report, [checked.get(info.name) or _gguf_row(ckpt.gguf, info) for info in ckpt.gguf.tensors]
+        return report, [checked.get(info.name) or _unchecked_row(info) for info in ckpt.gguf.tensors
+                        if fmt == "auto" or info.name in checked]
 
 
-def _gguf_row(gf: Any, info: Any) -> dict[str, Any]:
+def _unchecked_row(info: Any) -> dict[str, Any]:
     gtype = GGML_TYPES[info.ggml_type]
     ne0 = info.dims[0] if info.dims else 1
-    row: dict[str, Any] = {"layer": info.name, "format": info.type_name.lower(), "in_features": ne0,
-                           "out_features": info.n_elements // max(ne0, 1),
-                           "bits_per_weight": round(gtype.type_size * 8 / gtype.block_size, 4)}
-    values = _decoded(gf, info)
-    if values is not None:
-        row.update(Moments.of(values.reshape(row["out_features"], -1).astype(np.float32)).row())
-    return row
-
-
-def _decoded(gf: Any, info: Any) -> np.ndarray | None:
-    if info.type_name in PLAIN_TYPES:
-        return gf.tensor_array(info.name)
-    try:
-        from gguf.constants import GGMLQuantizationType
-        from gguf.quants import dequantize
-    except ImportError:
-        return None
-    try:
-        return dequantize(np.asarray(gf.tensor_rows(info.name)), GGMLQuantizationType(info.ggml_type))
-    except (NotImplementedError, ValueError, KeyError):
-        return None
+    return {"layer": info.name, "format": info.type_name.lower() + " (unchecked)", "in_features": ne0,
+            "out_features": info.n_elements // max(ne0, 1),
+            "bits_per_weight": round(gtype.type_size * 8 / gtype.block_size, 4)}
 
 
 def _cell(value: object) -> str:

@@ -37,7 +37,10 @@ def _headline(report: Report) -> str:
     verdict = report.verdict.upper()
     if s.get("strict") and s["warnings"] and not s["errors"]:
         verdict += f" (strict: {plural(s['warnings'], 'warning')})"
-    return (f"{report.path}: {verdict} ({report.format}, {plural(s['layers'], 'layer')}, "
+    # GGUF files: how many tensors were checked out of how many (GGML-3.5), not "layers"
+    scope = (f"{s['tensors_checked']} of {plural(s['tensors'], 'tensor')} checked" if "tensors" in s
+             else plural(s['layers'], 'layer'))
+    return (f"{report.path}: {verdict} ({report.format}, {scope}, "
             f"{plural(s['errors'], 'error')}, {plural(s['warnings'], 'warning')})")
 
 

@@ -17,6 +17,7 @@ import numpy as np
 from safetensors.numpy import save_file
 
 from .containers.checkpoint import Checkpoint, open_checkpoint
+from .containers.gguf import PLAIN_TYPES
 from .errors import QFormatsError, fail
 from .formats import gptq
 from .formats.gptq.layers import refuse_mislabelled, require_config
@@ -53,8 +54,17 @@ def _atomic_save(tensors: dict[str, np.ndarray], dst: Path, metadata: dict[str, 
 def read_layer(path: str, module: str) -> dict[str, np.ndarray]:
     """One quantized module's tensors by suffix (``qweight``, ``qzeros``, ...), copied out of the
     checkpoint at ``path``: what every format function takes as a layer. ``module`` is the full
-    on-disk name without the suffix (``model.layers.0.mlp.down_proj``)."""
+    on-disk name without the suffix (``model.layers.0.mlp.down_proj``).
+
+    In a GGUF file ``module`` is a tensor name: a block type's tensor comes back as ``{"blocks": uint8
+    (rows, row bytes)}`` (what ``qformats.formats.ggml.dequantize(type, blocks)`` takes; ``inspect``
+    names the type), a plain tensor as ``{"weight": array}`` in its row-major shape."""
     with open_checkpoint(path) as ckpt:
+        if ckpt.kind == "gguf":
+            info = ckpt.gguf.tensor(module)              # tensor.missing, naming the file
+            if info.type_name in PLAIN_TYPES:
+                return {"weight": np.array(ckpt.gguf.tensor_array(module))}
+            return {"blocks": np.array(ckpt.gguf.tensor_rows(module))}
         layers = {g.name: g for g in group_layers(ckpt.tensor_names())[0]}
         if module not in layers:
             raise fail("argument.invalid", "module", f"a quantized module of this checkpoint ({len(layers)}, e.g. "
@@ -102,7 +112,8 @@ def _decode_gguf(ckpt: Checkpoint, name: str) -> tuple[np.ndarray, str]:
         types = [t for f in registry.FACES.values() for t in getattr(f.layers, "GGUF_TYPES", ())]
         raise fail("argument.invalid", "tensor", f"a tensor of a type qformats decodes ({', '.join(types)})",
                    f"{name} ({info.type_name})")
-    return face.layers.decode_gguf(ckpt, name), "float32 (rows, n)"
+    w = face.layers.decode_gguf(ckpt, name)
+    return w, f"{w.dtype.name} (rows, n) from {info.type_name}"
 
 
 def _converted_config(raw: dict[str, Any], target: str) -> dict[str, Any]:

@@ -25,7 +25,8 @@ from .layers import LayerGroup, Progress, load_layer, tick
 
 __all__ = ["Report", "validate", "group_layers", "load_layer", "LayerGroup", "FORMATS", "COULD_NOT_RUN"]
 
-FORMATS = ("auto", *registry.FACES)
+FORMATS = ("auto", *registry.FACES, *(s for f in registry.FACES.values() if getattr(f.layers, "GGUF_TYPES", ())
+                                     for s in f.subject_formats if s not in registry.FACES))
 COULD_NOT_RUN = frozenset(COULD_NOT_RUN_CODES) | {"checkpoint.format.unsupported", "argument.invalid",
                                                   "checkpoint.empty"}
 # Other layouts, recognised by tensor name and never decoded (QF-5.2).
@@ -113,7 +114,11 @@ def validate(path: str, *, deep: bool = False, fmt: str = "auto", progress: Prog
     with ckpt:
         if ckpt.kind == "gguf":
             rows, findings = _gguf(ckpt, fmt, deep, progress)
-            return _report(str(path), "+".join(f.name for f in _gguf_faces()), list(ckpt.findings) + findings, rows)
+            report = _report(str(path), "+".join(sorted({row["format"] for row in rows})),
+                             list(ckpt.findings) + findings, rows)
+            total = len(ckpt.gguf.tensors)
+            return report.model_copy(update={"summary": {**report.summary, "tensors": total,
+                                                         "tensors_checked": len(rows)}})
         _refuse_foreign_method(ckpt)
         layers, foreign = group_layers(ckpt.tensor_names())
         layers = [layer for layer in layers if fmt in ("auto", layer.format)]
@@ -152,22 +157,22 @@ def _run_layers(ckpt: Checkpoint, layers: list[LayerGroup], deep: bool,
 
 
 def _gguf(ckpt: Checkpoint, fmt: str, deep: bool, progress: Progress | None) -> tuple[list[dict[str, Any]], list[Finding]]:
-    """The tensors of a GGUF file, each checked by the format that decodes its type."""
+    """Every tensor of a GGUF file, each checked by its ggml type's rules (spec/ggml.md GGML-3).
+
+    ``fmt`` ``auto`` (or a family face's name) checks every tensor; a ggml type name (``q6_k``) only
+    the tensors of that type. The verdict counts what was checked (GGML-3.5): the summary's
+    ``tensors_checked`` of ``tensors``, and a warning for each type qformats cannot check.
+    """
+    only = None if fmt == "auto" or fmt in {f.name for f in _gguf_faces()} else frozenset({fmt})
     rows: list[dict[str, Any]] = []
     findings: list[Finding] = []
     for face in _gguf_faces():
-        if fmt in ("auto", face.name):
-            more_rows, more = face.layers.check_gguf(ckpt, deep, progress)
-            rows, findings = rows + more_rows, findings + more
-    covered = {t for face in _gguf_faces() for t in face.layers.GGUF_TYPES}
-    other = sum(info.type_name not in covered for info in ckpt.gguf.tensors)
-    if other:
-        findings.append(finding("checkpoint.layer.unsupported", "info", f"{other} GGUF tensors of other types "
-                                "were size-checked by the reader but not decoded"))
+        more_rows, more = face.layers.check_gguf(ckpt, deep, progress, only)
+        rows, findings = rows + more_rows, findings + more
     if not rows:         # QF-5.1: a vocab-only file, or none of the asked types: nothing to judge (exit 2)
-        types = "/".join(t for face in _gguf_faces() for t in face.layers.GGUF_TYPES) if fmt == "auto" else fmt
-        raise fail("checkpoint.empty", "path", f"a GGUF file holding {types} tensors",
-                   f"{len(ckpt.gguf.tensors)} tensors, none of them {types}", file=ckpt.path)
+        wanted = "checkable" if only is None else fmt
+        raise fail("checkpoint.empty", "path", f"a GGUF file holding {wanted} tensors",
+                   f"{len(ckpt.gguf.tensors)} tensors, none of them {wanted}", file=ckpt.path)
     return rows, findings
 
 

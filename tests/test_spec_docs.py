@@ -25,12 +25,18 @@ CHAPTER_OF_PREFIX = {
     "GGUF": "containers.md",
     "ST": "checkpoints.md",
     "CKPT": "checkpoints.md",
+    "GGML": "ggml.md",
+    "LEG": "ggml_legacy.md",
+    "KQ": "ggml_kquants.md",
+    "IQ": "ggml_iquants.md",
+    "TQ": "ggml_ternary_fp4.md",
+    "MX": "ggml_ternary_fp4.md",
 }
-CODE_PATTERN = re.compile(r"^(tensor|argument|bits|gptq|q4k|spqr|gguf|st|ckpt|safetensors|checkpoint)\.[a-z0-9_.]+$")
+CODE_PATTERN = re.compile(r"^(tensor|argument|bits|gptq|q4k|spqr|gguf|ggml|st|ckpt|safetensors|checkpoint)\.[a-z0-9_.]+$")
 # File names (`gguf.cpp`, `gptq.md`) share the shape; no code ends in a source or document extension.
 FILE_NAME = re.compile(r"\.(md|py|pyi|c|cc|cpp|h|hpp|cu|cuh|rs|json|jsonc|txt|toml|yaml|yml|safetensors|gguf)$")
 BACKTICKED = re.compile(r"`([^`\n]+)`")
-CLAUSE_ID = r"(?:QF|GPTQ|SPQR|Q4K|GGUF|ST|CKPT)-\d+(?:\.\d+)?"
+CLAUSE_ID = r"(?:QF|GPTQ|SPQR|Q4K|GGUF|ST|CKPT|GGML|LEG|KQ|IQ|TQ|MX)-\d+(?:\.\d+)?"
 # A clause is defined by a heading that starts with its ID, or a paragraph/list item that starts
 # with the bold ID (spec/README.md, "Clause IDs and error codes").
 DEFINITION = re.compile(rf"^(?:#{{1,6}}\s+|\s*(?:[-*]\s+)?\*\*)({CLAUSE_ID})\b", re.MULTILINE)

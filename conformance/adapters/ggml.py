@@ -1,9 +1,15 @@
-"""ggml's own q4_K code (``ggml-quants.c`` in a ggml shared library) as a q4_K subject, via ctypes.
+"""ggml's own codecs (``ggml-quants.c`` in a ggml shared library) as conformance subjects, via ctypes.
 
 The library is named by ``QFORMATS_GGML_LIB`` (``make ggml-oracle`` builds ggml 0.10.1's ggml-base
-under ``.venv/ggml``). ``quantize_q4_K`` without importance weights is ``quantize_row_q4_K_ref``
-(Q4K-4.3); ``dequantize_row_q4_K`` is the decoder (Q4K-3.1). ggml before 2025-06 (b9061570) read
-fp16 through a table filled by ``ggml_init``; this adapter targets newer builds, where it is not.
+under ``.venv/ggml``). For every block type ``T`` ggml exports ``dequantize_row_T`` (the decoder) and
+``quantize_T(src, dst, nrows, n_per_row, imatrix)``: with ``imatrix`` NULL it runs the reference
+path (``quantize_row_T_ref``) where the type has one, otherwise the importance path. The i-quants
+with grids need ``ggml_quantize_init(type)`` first. ``ggml_validate_row_data`` is llama.cpp's one
+validity check (``--check-tensors``), the oracle for GGML-3.1 / GGML-3.3.
+
+Subjects for the runner are module attributes ``<type>_dequantize`` / ``<type>_quantize``
+(``q6_k_dequantize``), one per type ggml 0.10.1 exports. ggml before 2025-06 (b9061570) read fp16
+through a table filled by ``ggml_init``; this adapter targets newer builds, where it is not.
 """
 
 from __future__ import annotations
@@ -14,7 +20,17 @@ import os
 
 import numpy as np
 
-BLOCK_BYTES = 2 + 2 + 12 + 256 // 2   # d, dmin, packed 6-bit scales/mins, 256 4-bit codes
+# type name (ggml's spelling) -> (type id, elements per block, bytes per block); ggml-common.h structs
+GEOMETRY = {
+    "q4_0": (2, 32, 18), "q4_1": (3, 32, 20), "q5_0": (6, 32, 22), "q5_1": (7, 32, 24), "q8_0": (8, 32, 34),
+    "q2_K": (10, 256, 84), "q3_K": (11, 256, 110), "q4_K": (12, 256, 144), "q5_K": (13, 256, 176),
+    "q6_K": (14, 256, 210), "q8_K": (15, 256, 292), "iq2_xxs": (16, 256, 66), "iq2_xs": (17, 256, 74),
+    "iq3_xxs": (18, 256, 98), "iq1_s": (19, 256, 50), "iq4_nl": (20, 32, 18), "iq3_s": (21, 256, 110),
+    "iq2_s": (22, 256, 82), "iq4_xs": (23, 256, 136), "iq1_m": (29, 256, 56), "tq1_0": (34, 256, 54),
+    "tq2_0": (35, 256, 66), "mxfp4": (39, 32, 17), "nvfp4": (40, 64, 36), "q1_0": (41, 128, 18),
+}
+NEEDS_INIT = {"iq2_xxs", "iq2_xs", "iq2_s", "iq1_s", "iq1_m", "iq3_xxs", "iq3_s"}
+BLOCK_BYTES = 144          # q4_K, kept for callers of the q4_K-only adapter
 QK_K = 256
 
 
@@ -24,13 +40,33 @@ def library() -> ctypes.CDLL:
     if not path:
         raise RuntimeError("set QFORMATS_GGML_LIB to a ggml shared library (make ggml-oracle builds one)")
     lib = ctypes.CDLL(path)
-    lib.quantize_q4_K.restype = ctypes.c_size_t
-    lib.quantize_q4_K.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p]
-    lib.dequantize_row_q4_K.restype = None
-    lib.dequantize_row_q4_K.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64]
     lib.ggml_version.restype = ctypes.c_char_p
     lib.ggml_commit.restype = ctypes.c_char_p
+    lib.ggml_quantize_init.argtypes = [ctypes.c_int]
+    lib.ggml_quantize_init.restype = None
+    lib.ggml_validate_row_data.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t]
+    lib.ggml_validate_row_data.restype = ctypes.c_bool
     return lib
+
+
+def _spelling(name: str) -> str:
+    """ggml's symbol spelling of a type name: ``q6_k`` -> ``q6_K``."""
+    low = name.lower()
+    return next((key for key in GEOMETRY if key.lower() == low), low)
+
+
+@functools.lru_cache(maxsize=None)
+def _function(symbol: str, argtypes: tuple, restype):
+    fn = getattr(library(), symbol)
+    fn.argtypes = list(argtypes)
+    fn.restype = restype
+    return fn
+
+
+@functools.lru_cache(maxsize=None)
+def _init(name: str) -> None:
+    if name in NEEDS_INIT:
+        library().ggml_quantize_init(GEOMETRY[name][0])
 
 
 def version() -> tuple[str, str]:
@@ -39,23 +75,61 @@ def version() -> tuple[str, str]:
     return lib.ggml_version().decode(), lib.ggml_commit().decode()
 
 
-def q4_k_quantize(*, x, importance=None):
-    """float32 ``(rows, n)`` → uint8 ``(rows, n / 256 * 144)``; ggml asserts n % 256 == 0, so we check first."""
+def dequantize(name: str, blocks) -> np.ndarray:
+    """uint8 ``(rows, k * type_size)`` -> float32 ``(rows, k * block_size)`` by ``dequantize_row_<name>``."""
+    name = _spelling(name)
+    _, qk, size = GEOMETRY[name]
+    blocks = np.ascontiguousarray(blocks, np.uint8)
+    if blocks.ndim != 2 or blocks.shape[1] % size:
+        raise ValueError(f"blocks must be (rows, a multiple of {size}), got {blocks.shape}")
+    y = np.zeros((blocks.shape[0], blocks.shape[1] // size * qk), np.float32)
+    fn = _function(f"dequantize_row_{name}", (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64), None)
+    fn(blocks.ctypes.data, y.ctypes.data, y.size)
+    return y
+
+
+def quantize(name: str, x, importance=None) -> np.ndarray:
+    """float32 ``(rows, n)`` -> uint8 by ``quantize_<name>(x, y, rows, n, importance)``; ggml asserts
+    ``n % block_size == 0``, so it is checked here first."""
+    name = _spelling(name)
+    _, qk, size = GEOMETRY[name]
     x = np.ascontiguousarray(x, np.float32)
-    if x.ndim != 2 or x.shape[1] % QK_K:
-        raise ValueError(f"x must be (rows, a multiple of {QK_K}), got {x.shape}")
-    out = np.zeros((x.shape[0], x.shape[1] // QK_K * BLOCK_BYTES), np.uint8)
+    if x.ndim != 2 or x.shape[1] % qk:
+        raise ValueError(f"x must be (rows, a multiple of {qk}), got {x.shape}")
+    _init(name)
+    out = np.zeros((x.shape[0], x.shape[1] // qk * size), np.uint8)
     w = None if importance is None else np.ascontiguousarray(importance, np.float32)
-    library().quantize_q4_K(x.ctypes.data, out.ctypes.data, x.shape[0], x.shape[1],
-                            None if w is None else w.ctypes.data)
+    fn = _function(f"quantize_{name}", (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64,
+                                         ctypes.c_void_p), ctypes.c_size_t)
+    fn(x.ctypes.data, out.ctypes.data, x.shape[0], x.shape[1], None if w is None else w.ctypes.data)
     return out
 
 
-def q4_k_dequantize(*, blocks, rows=None, n=None):
-    """uint8 ``(rows, k * 144)`` → float32 ``(rows, k * 256)``."""
-    blocks = np.ascontiguousarray(blocks, np.uint8)
-    if blocks.ndim != 2 or blocks.shape[1] % BLOCK_BYTES:
-        raise ValueError(f"blocks must be (rows, a multiple of {BLOCK_BYTES}), got {blocks.shape}")
-    y = np.zeros((blocks.shape[0], blocks.shape[1] // BLOCK_BYTES * QK_K), np.float32)
-    library().dequantize_row_q4_K(blocks.ctypes.data, y.ctypes.data, y.size)
-    return y
+def validate_row_data(type_id: int, data) -> bool:
+    """ggml_validate_row_data(type, data, nbytes): llama.cpp's verdict on a tensor's bytes."""
+    data = np.ascontiguousarray(data, np.uint8)
+    return bool(library().ggml_validate_row_data(type_id, data.ctypes.data, data.size))
+
+
+def _subjects() -> None:
+    """``<type>_dequantize(*, blocks, rows, n)`` and ``<type>_quantize(*, x)`` for every type (DESIGN.md §6)."""
+    for spelled in GEOMETRY:
+        low = spelled.lower()
+
+        def deq(*, blocks, rows=None, n=None, _name=spelled):
+            return dequantize(_name, blocks)
+
+        def quant(*, x, _name=spelled):
+            return quantize(_name, x)
+
+        deq.__name__, quant.__name__ = f"{low}_dequantize", f"{low}_quantize"
+        globals()[deq.__name__] = deq
+        globals()[quant.__name__] = quant
+
+
+_subjects()
+
+
+def q4_k_quantize(*, x, importance=None):
+    """float32 ``(rows, n)`` → uint8 ``(rows, n / 256 * 144)`` (the q4_K subject, with an importance option)."""
+    return quantize("q4_K", x, importance)

@@ -1,24 +1,49 @@
-"""gguf-py (``pip install gguf``, llama.cpp's Python package) as a q4_K subject.
+"""gguf-py (``pip install gguf``, llama.cpp's Python package) as a subject for every GGUF block type.
 
-``gguf.quants.dequantize(data, GGMLQuantizationType.Q4_K)`` takes the raw uint8 rows and returns
-float32 ``(rows, n)``; ``gguf.quants.quantize`` has no q4_K encoder (it raises NotImplementedError),
-which the runner reports as an error per case rather than hiding.
+``gguf.quants.dequantize(data, GGMLQuantizationType.T)`` takes the raw uint8 rows and returns float32
+``(rows, n)``; ``gguf.quants.quantize(x, T)`` encodes the types it has an encoder for and raises
+NotImplementedError for the others (every K-quant and i-quant in 0.19.0), which the runner reports as
+an error per case rather than hiding. Subjects are ``<type>_dequantize`` / ``<type>_quantize``
+(``q6_k_dequantize``), one per type gguf-py names.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+TYPES = ("q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k", "iq2_xxs", "iq2_xs",
+         "iq2_s", "iq3_xxs", "iq3_s", "iq1_s", "iq1_m", "iq4_nl", "iq4_xs", "tq1_0", "tq2_0", "mxfp4")
 
-def q4_k_dequantize(*, blocks, rows, n):
+
+def _qtype(name: str):
     from gguf.constants import GGMLQuantizationType
-    from gguf.quants import dequantize
 
-    return dequantize(np.asarray(blocks, np.uint8), GGMLQuantizationType.Q4_K)
+    return GGMLQuantizationType[name.upper()]
 
 
-def q4_k_quantize(*, x):
-    from gguf.constants import GGMLQuantizationType
-    from gguf.quants import quantize
+def dequantize(name: str, blocks) -> np.ndarray:
+    from gguf.quants import dequantize as gguf_dequantize
 
-    return quantize(np.asarray(x, np.float32), GGMLQuantizationType.Q4_K)
+    return gguf_dequantize(np.asarray(blocks, np.uint8), _qtype(name))
+
+
+def quantize(name: str, x) -> np.ndarray:
+    from gguf.quants import quantize as gguf_quantize
+
+    return gguf_quantize(np.asarray(x, np.float32), _qtype(name))
+
+
+def _subjects() -> None:
+    for name in TYPES:
+        def deq(*, blocks, rows=None, n=None, _name=name):
+            return dequantize(_name, blocks)
+
+        def quant(*, x, _name=name):
+            return quantize(_name, x)
+
+        deq.__name__, quant.__name__ = f"{name}_dequantize", f"{name}_quantize"
+        globals()[deq.__name__] = deq
+        globals()[quant.__name__] = quant
+
+
+_subjects()

@@ -1,0 +1,177 @@
+"""Conformance cases of the GGUF block types (spec/ggml.md GGML-5), made for every registered type.
+
+Decoder cases (``dequantize``, ``matmul``) are 2 rows of random bytes, 512 weights each (two super-
+blocks, or sixteen 32-weight blocks), with the float16 super-scales (``fp16_offsets``) forced into
+one class per case::
+
+    class        super-scales (float16)             clause
+    random_bits  random finite, small               GGML-3.4: every other bit pattern is valid
+    subnormal    2^-24 .. 2^-15                     GGML-2.3: float16 widens exactly
+    zero         +0 / -0                            GGML-2.3
+    negative     negative normals                   GGML-3.2: decodes (a warning in files)
+    max          +-65504                            GGML-2.3
+    nonfinite    inf / -inf / NaN (informative)     GGML-3.1
+
+Types without float16 scale fields (mxfp4's E8M0, plain types) get random bits only. One matmul case
+per type is 8 rows x 4096 weights with non-negative scales, for long sums (QF-4.6). Encoder cases
+(``quantize``) are float32 rows of the q4_K chapter's input kinds; the reference bytes are what ggml's
+``quantize_<type>`` writes without an importance vector.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Iterator
+
+import numpy as np
+
+from ...cases import Case
+from ...errors import QFormatsError
+from ...numerics import fp16_from_bits
+from .base import BlockType
+from .codec import check_blocks, dequantize, quantize
+
+__all__ = ["cases", "reference", "judge_quantize", "random_blocks", "SCALE_CLASSES", "FP16_MAX", "subject_types"]
+
+ROWS, N = 2, 512
+FP16_MAX = 65504.0
+SCALE_CLASSES = {"random_bits": "GGML-3.4", "subnormal": "GGML-2.3", "zero": "GGML-2.3", "negative": "GGML-3.2",
+                 "max": "GGML-2.3", "nonfinite": "GGML-3.1"}
+
+
+def subject_types() -> list[BlockType]:
+    """The types judged as conformance subjects here: every block type but the plain ones and q4_K
+    (which has its own cases in qformats.formats.q4_k), and not the informative dot-product types."""
+    from . import TYPES
+
+    return [bt for bt in TYPES.values() if not bt.plain and not bt.informative and bt.name != "q4_k"]
+
+
+def _rng(case_id: str) -> np.random.Generator:
+    return np.random.default_rng(zlib.crc32(case_id.encode()))
+
+
+def _scale_class(rng: np.random.Generator, name: str, size: int) -> np.ndarray:
+    """``size`` float16 values of one class."""
+    if name == "subnormal":
+        return fp16_from_bits(rng.integers(1, 0x0400, size).astype(np.uint16))
+    if name == "zero":
+        return np.where(rng.random(size) < 0.5, np.float16(0.0), np.float16(-0.0)).astype(np.float16)
+    if name == "negative":
+        return -rng.uniform(2.0 ** -14, 1.0, size).astype(np.float16)
+    if name == "max":
+        return np.where(rng.random(size) < 0.5, FP16_MAX, -FP16_MAX).astype(np.float16)
+    if name == "nonfinite":
+        return rng.choice(np.array([np.inf, -np.inf, np.nan], np.float16), size)
+    if name == "nonnegative":
+        return rng.uniform(2.0 ** -12, 2.0 ** -8, size).astype(np.float16)
+    return (rng.uniform(-1.0, 1.0, size) * 2.0 ** -4).astype(np.float16)
+
+
+def random_blocks(bt: BlockType, rng: np.random.Generator, rows: int, n: int, scale_class: str = "random_bits") -> np.ndarray:
+    """uint8 ``(rows, n // block_size * type_size)``: random bytes with every float16 super-scale field of
+    the type set to values of ``scale_class`` (see the module docstring)."""
+    nb = rows * n // bt.block_size
+    blk = rng.integers(0, 256, (nb, bt.type_size), dtype=np.uint8)
+    for offset in (bt.fp16_offsets or {}).values():
+        values = _scale_class(rng, scale_class, nb)
+        blk[:, offset:offset + 2] = np.ascontiguousarray(values.astype("<f2")).view(np.uint8).reshape(nb, 2)
+    return blk.reshape(rows, n // bt.block_size * bt.type_size)
+
+
+def _read_cases(bt: BlockType) -> Iterator[Case]:
+    classes = SCALE_CLASSES if bt.fp16_offsets else {"random_bits": "GGML-3.4"}
+    for scale_class, clause in classes.items():
+        for seed in range(2):
+            case_id = f"{bt.name}/read/{scale_class}_{seed}"
+            yield Case(id=case_id, format=bt.name, ops=("dequantize", "matmul"),
+                       inputs={"blocks": random_blocks(bt, _rng(case_id), ROWS, N, scale_class)},
+                       params={"rows": ROWS, "n": N}, clauses=(bt.clause, "GGML-2.2", clause),
+                       features=(f"d:{scale_class}",), expect="informative" if scale_class == "nonfinite" else "values")
+    case_id = f"{bt.name}/read/n4096_nonnegative"
+    blocks = random_blocks(bt, _rng(case_id), 8, 4096, "nonnegative" if bt.fp16_offsets else "random_bits")
+    yield Case(id=case_id, format=bt.name, ops=("matmul",), inputs={"blocks": blocks}, params={"rows": 8, "n": 4096},
+               clauses=(bt.clause, "QF-4.6"), features=("d:nonnegative", "k:4096"))
+
+
+def _x(kind: str, rng: np.random.Generator) -> np.ndarray:
+    shape = (ROWS, N)
+    if kind == "gaussian":
+        return rng.normal(0, 1, shape)
+    if kind == "gaussian_outliers":
+        x = rng.normal(0, 0.02, shape)
+        x[rng.random(shape) < 0.01] *= 200
+        return x
+    if kind == "all_positive":
+        return rng.exponential(0.1, shape)
+    if kind == "all_negative":
+        return -rng.exponential(0.1, shape)
+    if kind == "zeros":
+        x = rng.normal(0, 1, shape)
+        x[:, :256] = 0.0
+        x[:, 256:288] = -0.0
+        return x
+    if kind == "constants":
+        return np.repeat(rng.normal(0, 1, (ROWS, N // 32, 1)), 32, axis=2).reshape(shape)
+    if kind == "ties":                  # values on the half-way points of a coarse grid
+        return (rng.integers(-16, 16, shape) + 0.5) / 8
+    if kind == "tiny":
+        return rng.normal(0, 2.0 ** -20, shape)
+    return rng.normal(0, 1000.0, shape)        # "huge": large but valid scales
+
+
+X_KINDS = ("gaussian", "gaussian_outliers", "all_positive", "all_negative", "zeros", "constants", "ties", "tiny", "huge")
+
+
+def _quantize_cases(bt: BlockType) -> Iterator[Case]:
+    if bt.quantize is None or bt.requires_importance:
+        return
+    for kind in X_KINDS:
+        case_id = f"{bt.name}/quantize/{kind}"
+        x = _x(kind, _rng(case_id)).astype(np.float32)
+        yield Case(id=case_id, format=bt.name, ops=("quantize",), inputs={"x": x}, params={},
+                   clauses=(bt.clause, "GGML-4.4", "GGML-5.3"), features=(f"x:{kind}",))
+
+
+def cases() -> Iterator[Case]:
+    """Every reference-made case of every subject type, in registry order."""
+    for bt in subject_types():
+        yield from _read_cases(bt)
+        yield from _quantize_cases(bt)
+
+
+def reference(case: Case) -> np.ndarray:
+    """Decoder cases: ggml's float32 ``(rows, n)``; encoder cases: the reference bytes; a real tool's
+    case carries its own expected values."""
+    if "expected" in case.aux:
+        return case.aux["expected"]
+    if "quantize" in case.ops:
+        return quantize(case.format, case.inputs["x"])
+    return dequantize(case.format, case.inputs["blocks"])
+
+
+QUALITY_FACTOR = 2.0   # a valid encoder more than twice the reference's RMS error gets a warning (GGML-5.3)
+
+
+def judge_quantize(case: Case, op: str, arrays: dict[str, np.ndarray], kind: str) -> tuple[str, str]:
+    """An encoder's answer (GGML-5.3): the reference bytes are the reference-equivalent level; other
+    valid blocks conform; quality is informative (a warning, never a failure)."""
+    expected = reference(case)
+    blocks = arrays.get("result")
+    if kind != "array" or blocks is None or blocks.dtype != np.uint8 or blocks.shape != expected.shape:
+        got = "nothing" if blocks is None else f"{blocks.dtype}{list(blocks.shape)}"
+        return "error", f"returned {got}, expected uint8{list(expected.shape)} blocks"
+    if np.array_equal(blocks, expected):
+        return "pass", f"byte-identical to ggml's quantize_{case.format} (reference-equivalent, GGML-5.3)"
+    try:
+        check_blocks(case.format, blocks, tensor="blocks", finite=True)
+    except QFormatsError as err:
+        return "fail", f"wrote invalid blocks: {err}"
+    x = case.inputs["x"].astype(np.float64)
+    with np.errstate(all="ignore"):
+        rms = lambda b: float(np.sqrt(np.mean((dequantize(case.format, b).astype(np.float64) - x) ** 2)))  # noqa: E731
+        mine, ref = rms(blocks), rms(expected)
+    if mine > QUALITY_FACTOR * ref + 1e-30:
+        return "warning", f"valid blocks (GGML-5.3), but RMS error {mine:.4g} is over {QUALITY_FACTOR:g}x " \
+                          f"the reference encoder's {ref:.4g}"
+    return "pass", f"valid blocks (conforming, GGML-5.3), not byte-identical; RMS error {mine:.4g} (reference {ref:.4g})"
