@@ -68,6 +68,16 @@ def q4k_blocks(out_f: int, in_f: int):
     return q4_k.quantize((rng.standard_normal((out_f, in_f)) * 0.02).astype(np.float32))
 
 
+def ggml_blocks(fmt: str, out_f: int, in_f: int):
+    from qformats.formats import ggml
+
+    rng = np.random.default_rng(0)
+    return ggml.quantize(fmt, (rng.standard_normal((out_f, in_f)) * 0.02).astype(np.float32))
+
+
+GGML_KERNELS = ("q8_0", "q6_k", "q5_k")     # reference_kernels modules named by their ggml type
+
+
 def spqr_layer(out_f: int, in_f: int):
     from qformats.formats.spqr import cases
 
@@ -90,7 +100,9 @@ def run_shape(out_f: int, in_f: int, bandwidth: float, do_check: bool) -> None:
     import torch
     import torch.nn.functional as F
 
-    from qformats.formats import gptq, q4_k, spqr
+    from importlib import import_module
+
+    from qformats.formats import ggml, gptq, q4_k, spqr
     from reference_kernels import gptq as kg
     from reference_kernels import q4_k as kq
     from reference_kernels import spqr as ks
@@ -110,11 +122,17 @@ def run_shape(out_f: int, in_f: int, bandwidth: float, do_check: bool) -> None:
         "spqr": (lambda: ks.dequantize(**sp, m=out_f, n=in_f),
                  lambda x: ks.matmul(**sp, m=out_f, n=in_f, x=x), sum(v.numel() * v.element_size() for v in sp.values())),
     }
+    gb = {f: torch.from_numpy(ggml_blocks(f, out_f, in_f)).to(dev) for f in GGML_KERNELS}
+    for f, b in gb.items():
+        k = import_module(f"reference_kernels.{f}")
+        rows[f] = (lambda k=k, b=b: k.dequantize(blocks=b, rows=out_f, n=in_f),
+                   lambda x, k=k, b=b: k.matmul(blocks=b, rows=out_f, n=in_f, x=x), b.numel())
     if do_check:
         refs = {"gptq 4-bit": gptq.dequantize({k: v.cpu().numpy() for k, v in t.items()}, bits=4, version="v2",
                                               group_size=128),
                 "q4_k": q4_k.dequantize(blocks.cpu().numpy()),
-                "spqr": spqr.dequantize({k: v.cpu().numpy() for k, v in sp.items()})}
+                "spqr": spqr.dequantize({k: v.cpu().numpy() for k, v in sp.items()}),
+                **{f: ggml.dequantize(f, b.cpu().numpy()) for f, b in gb.items()}}
     for name, (deq, mm, weight_bytes) in rows.items():
         x1 = torch.rand(1, in_f, dtype=torch.float16, device=dev) * 2 - 1
         x16 = torch.rand(16, in_f, dtype=torch.float16, device=dev) * 2 - 1

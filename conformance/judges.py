@@ -65,6 +65,17 @@ def _reject(case: Case, op: str, face: Face, decl: SubjectDeclaration, answer: A
     return "fail", f"{what} ({case.description or case.clauses[0]})"
 
 
+def _reference_equivalent(case: Case, face: Face, answer: Answer, status: str, detail: str) -> tuple[str, str]:
+    """A claim of the reference-equivalent level: the encoder's bytes must be the reference encoder's."""
+    expected = face.reference(case)
+    got = answer.arrays.get("result")
+    if got is not None and got.shape == expected.shape and np.array_equal(got, expected):
+        return status, detail
+    where = "" if got is None or got.shape != expected.shape else \
+        f"; first differing byte at {tuple(int(i) for i in np.argwhere(got != expected)[0])}"
+    return "fail", f"claims the reference-equivalent level, but the bytes differ from the reference encoder's{where} ({detail})"
+
+
 def judge(case: Case, op: str, face: Face, decl: SubjectDeclaration, answer: Answer,
           x: np.ndarray | None, reference: np.ndarray | None) -> tuple[str, str]:
     """(status, detail) of ``answer`` to ``case`` under ``op``; ``reference`` is ``face.reference(case)``
@@ -77,6 +88,8 @@ def judge(case: Case, op: str, face: Face, decl: SubjectDeclaration, answer: Ans
         return "error", describe(answer)
     if op in ("pack", "quantize"):
         status, detail = face.judge_writer(case, op, answer.arrays, answer.kind)
+        if op == "quantize" and decl.claims == "reference-equivalent" and status in ("pass", "warning"):
+            status, detail = _reference_equivalent(case, face, answer, status, detail)
     else:
         status, detail = _values(case, op, face, answer, x, reference)
     if case.expect == "informative" and status == "fail":

@@ -29,7 +29,7 @@ class CaseFailed(Exception):
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("qformats", "qformats conformance suite")
     group.addoption("--qformats-kernel", metavar="MODULE:FUNC", help="the subject to judge")
-    group.addoption("--qformats-format", metavar="FORMAT", help="gptq_v1, gptq_v2, q4_k or spqr")
+    group.addoption("--qformats-format", metavar="FORMAT", help="gptq_v1, gptq_v2, q4_k, spqr, or a GGUF block type (q6_k, iq4_xs, ...)")
     group.addoption("--qformats-op", default="dequantize", help="dequantize (default), matmul, pack, quantize")
     group.addoption("--qformats-device", default=None, help="torch device for the inputs (default: NumPy)")
     group.addoption("--qformats-subject-file", default=None, help="JSON declaration of supported features")
@@ -94,7 +94,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     if not config.getoption("qformats_kernel"):
         return
     if not config.getoption("qformats_format"):
-        raise pytest.UsageError("--qformats-kernel needs --qformats-format (gptq_v1, gptq_v2, q4_k or spqr)")
+        raise pytest.UsageError("--qformats-kernel needs --qformats-format (gptq_v1, gptq_v2, q4_k, spqr or a GGUF type)")
     from qformats.errors import QFormatsError
 
     from .runner import select_cases

@@ -5,13 +5,16 @@ The declaration is a small JSON file (``--subject-file``), strict about unknown 
     {
       "supports": {"bits": ["4", "8"], "g_idx": ["trivial", "static_groups"]},
       "v1_zero_fields": "reject",
+      "claims": "reference-equivalent",
       "expected_failures": [{"case": "gptq_v1/read/b8_.*", "reason": "8-bit zero offset bug, issue #12"}]
     }
 
 ``supports`` maps a feature key to the values the subject handles; a case tagged ``key:value`` with
 a value outside the list is *not-applicable* (reported, never dropped). ``v1_zero_fields`` is
 ``reject`` (the spec's rule, GPTQ-3.4) or ``wrap``: the subject decodes all-ones v1 fields as zero 0,
-the documented real-tool reading (GPTQ-4.2), and says so. Every expected failure needs a reason
+the documented real-tool reading (GPTQ-4.2), and says so. ``claims`` is ``conforming`` (the default) or
+``reference-equivalent``: an encoder (``quantize``) that claims to write llama.cpp's own bytes fails on
+any case where it does not (Q4K-6.2, GGML-5.3). Every expected failure needs a reason
 (the onnxruntime filter-file pattern).
 """
 
@@ -67,6 +70,9 @@ class SubjectDeclaration(BaseModel):
     supports: dict[str, list[str]] = {}
     v1_zero_fields: Literal["reject", "wrap"] = "reject"
     expected_failures: list[ExpectedFailure] = []
+    # an encoder that claims the reference-equivalent level (llama.cpp's bytes, Q4K-6.2 / GGML-4.4) is held
+    # to it: any other bytes fail, where a merely conforming encoder passes with valid blocks
+    claims: Literal["conforming", "reference-equivalent"] = "conforming"
 
     def unsupported(self, features: tuple[str, ...]) -> list[str]:
         """The case's feature tags this subject does not declare support for."""

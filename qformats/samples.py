@@ -98,19 +98,16 @@ def _gguf_string(s: str) -> bytes:
     return struct.pack("<Q", len(raw)) + raw
 
 
-def q4_k_gguf(out: Path) -> None:
-    """Valid: a GGUF v3 file with two q4_K tensors made by the reference encoder (Q4K, GGUF)."""
-    alignment, q4_k_type, u32_type, str_type = 32, 12, 4, 8
-    rows = [(m.replace("model.layers.0.", "blk.0."), q4_k.quantize(_weights(6)[m][:, :].repeat(2, axis=1)))
-            for m in MODULES]  # n = 256: one super-block per row
+def _write_gguf(out: Path, tensors: list[tuple[str, int, int, np.ndarray]]) -> None:
+    """A GGUF v3 file of ``(name, ggml type id, n, uint8 rows)`` tensors, 32-byte aligned (GGUF-1 .. GGUF-5)."""
+    alignment, u32_type, str_type = 32, 4, 8
     kv = [("general.architecture", str_type, _gguf_string("llama")),
           ("general.alignment", u32_type, struct.pack("<I", alignment))]
-    header = b"GGUF" + struct.pack("<IQQ", 3, len(rows), len(kv))
+    header = b"GGUF" + struct.pack("<IQQ", 3, len(tensors), len(kv))
     header += b"".join(_gguf_string(k) + struct.pack("<I", t) + v for k, t, v in kv)
-    offset, data = 0, b""
-    for name, blocks in rows:
-        n = blocks.shape[1] // q4_k.BLOCK_BYTES * q4_k.QK_K
-        header += _gguf_string(name) + struct.pack("<IQQIQ", 2, n, blocks.shape[0], q4_k_type, offset)
+    offset, data, pad = 0, b"", 0
+    for name, type_id, n, blocks in tensors:
+        header += _gguf_string(name) + struct.pack("<IQQIQ", 2, n, blocks.shape[0], type_id, offset)
         payload = blocks.tobytes()
         pad = -len(payload) % alignment
         data += payload + b"\0" * pad
@@ -118,6 +115,46 @@ def q4_k_gguf(out: Path) -> None:
     header += b"\0" * (-len(header) % alignment)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_bytes(header + data[: len(data) - pad])
+
+
+def q4_k_gguf(out: Path) -> None:
+    """Valid: a GGUF v3 file with two q4_K tensors made by the reference encoder (Q4K, GGUF)."""
+    rows = [(m.replace("model.layers.0.", "blk.0."), q4_k.quantize(_weights(6)[m][:, :].repeat(2, axis=1)))
+            for m in MODULES]  # n = 256: one super-block per row
+    _write_gguf(out, [(name, 12, 256, blocks) for name, blocks in rows])
+
+
+def _q4_k_m_tensors() -> list[tuple[str, int, int, np.ndarray]]:
+    """What llama-quantize writes for Q4_K_M (GGML-7): q4_K, q6_K for attn_v / ffn_down / output, q5_0 and
+    q8_0 where a row is not a multiple of 256, F32 norms; every block by qformats' reference encoders."""
+    from .containers.ggml_types import GGML_TYPES
+    from .formats import ggml
+
+    ids = {t.name.lower(): t.type_id for t in GGML_TYPES.values()}
+    rng = np.random.default_rng(11)
+    plan = [("token_embd.weight", "q6_k", 512, 32), ("blk.0.attn_q.weight", "q4_k", 512, 64),
+            ("blk.0.attn_v.weight", "q6_k", 512, 16), ("blk.0.ffn_up.weight", "q4_k", 512, 96),
+            ("blk.0.ffn_down.weight", "q6_k", 512, 64), ("blk.0.ffn_gate.weight", "q5_0", 480, 16),
+            ("blk.0.attn_k.weight", "q8_0", 480, 16), ("output.weight", "q6_k", 512, 32)]
+    tensors = [(name, ids[t], n, ggml.quantize(t, (rng.standard_normal((rows, n)) * 0.02).astype(np.float32)))
+               for name, t, n, rows in plan]
+    norm = (1 + 0.1 * rng.standard_normal((1, 512))).astype(np.float32).view(np.uint8)
+    return tensors + [("blk.0.attn_norm.weight", 0, 512, norm)]
+
+
+def q4_k_m_gguf(out: Path) -> None:
+    """Valid: a Q4_K_M-like GGUF file: q4_K, q6_K, q5_0, q8_0 and F32 tensors, every one checked (GGML-3.5)."""
+    _write_gguf(out, _q4_k_m_tensors())
+
+
+def q4_k_m_nan_scale_gguf(out: Path) -> None:
+    """Invalid: the same file with a NaN d in block 1 of row 5 of a q6_K tensor (GGML-3.1)."""
+    tensors = _q4_k_m_tensors()
+    name, type_id, n, blocks = tensors[2]                       # blk.0.attn_v.weight, q6_K: d is the last 2 bytes
+    blocks = blocks.copy()
+    blocks[5, 210 + 208:210 + 210] = [0x00, 0x7E]
+    tensors[2] = (name, type_id, n, blocks)
+    _write_gguf(out, tensors)
 
 
 # name -> (writer, expected verdict, finding codes the validator must report)
@@ -128,6 +165,8 @@ SAMPLES = {
     "gptq_v1_zero_underflow_autogptq": (gptq_v1_zero_underflow, "invalid", ["gptq.zero.v1_unrepresentable"]),
     "spqr_csr": (spqr_csr, "valid", []),
     "q4_k.gguf": (q4_k_gguf, "valid", []),
+    "q4_k_m.gguf": (q4_k_m_gguf, "valid", []),
+    "q4_k_m_nan_scale.gguf": (q4_k_m_nan_scale_gguf, "invalid", ["ggml.scale.nonfinite"]),
 }
 
 
@@ -138,6 +177,8 @@ CLAUSES = {
     "gptq_v1_zero_underflow_autogptq": ["GPTQ-3.4", "GPTQ-4.1", "GPTQ-8.5"],
     "spqr_csr": ["SPQR-2.1", "QF-5.1"],
     "q4_k.gguf": ["GGUF-1.1", "QF-5.1"],
+    "q4_k_m.gguf": ["GGML-3.5", "GGML-7"],
+    "q4_k_m_nan_scale.gguf": ["GGML-3.1"],
 }
 FEATURES = {
     "gptq_v1_sym_4bit": ["bits:4", "sym", "version:v1"],
@@ -146,10 +187,13 @@ FEATURES = {
     "gptq_v1_zero_underflow_autogptq": ["bits:4", "asym", "version:v1", "zero:0", "writer:autogptq"],
     "spqr_csr": ["outliers:csr"],
     "q4_k.gguf": ["container:gguf"],
+    "q4_k_m.gguf": ["container:gguf", "types:q4_k,q6_k,q5_0,q8_0,f32"],
+    "q4_k_m_nan_scale.gguf": ["container:gguf", "scale:nan"],
 }
 
 
-FORMATS = {name: "q4_k" if name.endswith(".gguf") else name.split("_", 1)[0] for name in SAMPLES}
+FORMATS = {name: ("q4_k" if name == "q4_k.gguf" else "ggml") if name.endswith(".gguf") else name.split("_", 1)[0]
+           for name in SAMPLES}
 
 
 def manifest_entries(root: Path) -> list[dict]:

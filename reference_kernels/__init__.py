@@ -1,6 +1,6 @@
 """Triton reference kernels: the second, independent implementation of every format (DESIGN.md §1).
 
-    from reference_kernels import gptq, q4_k, spqr
+    from reference_kernels import gptq, q4_k, q5_k, q6_k, q8_0, spqr
     w = gptq.dequantize_v1(qweight=..., qzeros=..., scales=..., g_idx=..., bits=4, group_size=128)   # (out, in) float16
     y = gptq.matmul_v2(..., x=x)                                                                     # x @ W.T
 

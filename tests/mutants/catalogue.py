@@ -55,3 +55,13 @@ MUTANTS = [
     ("spqr_bugs:matmul_fp16_accumulation", "spqr", "matmul",
      "a GEMV accumulating in float16", r"spqr/read/csr_16x1024_nonnegative"),
 ]
+
+# The GGUF block-type families keep their mutants beside their bugs (one room per family).
+from iq4_bugs import MUTANTS as _IQ4  # noqa: E402
+from iqgrid_bugs import MUTANTS as _IQGRID  # noqa: E402
+from kquants_qkx_bugs import MUTANTS as _KQKX  # noqa: E402
+from kquants_qx_bugs import MUTANTS as _KQX  # noqa: E402
+from legacy_bugs import MUTANTS as _LEGACY  # noqa: E402
+from ternary_fp4_bugs import MUTANTS as _TQMX  # noqa: E402
+
+MUTANTS += _LEGACY + _KQKX + _KQX + _IQ4 + _IQGRID + _TQMX

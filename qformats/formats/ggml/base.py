@@ -65,6 +65,10 @@ class BlockType:
     informative: bool = False     # specified for reference only (q8_1, q8_K): never found in model files
     plain: bool = False           # a plain element type (F32, F16, BF16, F64, I8..I64): block_size 1
     out_dtype: str = "float32"    # what decode returns: float32 for every block type
+    # Types whose super-scale is not a float16 at a fixed offset (iq1_m's spread nibbles, mxfp4's E8M0):
+    # ``set_scale(blk, fp16_values)`` writes float16 values of a case class into (nb, type_size) blocks in
+    # place, as near as the field can hold them; cases use it like fp16_offsets (GGML-5.1).
+    set_scale: Callable[[np.ndarray, np.ndarray], None] | None = None
     bits: int | None = None       # nominal bits of one weight's code (inspect's "bits"); None for plain types
     group: int | None = None      # weights sharing one (sub-block) scale (inspect's "gs")
 

@@ -76,11 +76,13 @@ def random_blocks(bt: BlockType, rng: np.random.Generator, rows: int, n: int, sc
     for offset in (bt.fp16_offsets or {}).values():
         values = _scale_class(rng, scale_class, nb)
         blk[:, offset:offset + 2] = np.ascontiguousarray(values.astype("<f2")).view(np.uint8).reshape(nb, 2)
+    if bt.set_scale is not None and scale_class != "random_bits":
+        bt.set_scale(blk, _scale_class(rng, scale_class, nb))
     return blk.reshape(rows, n // bt.block_size * bt.type_size)
 
 
 def _read_cases(bt: BlockType) -> Iterator[Case]:
-    classes = SCALE_CLASSES if bt.fp16_offsets else {"random_bits": "GGML-3.4"}
+    classes = SCALE_CLASSES if bt.fp16_offsets or bt.set_scale else {"random_bits": "GGML-3.4"}
     for scale_class, clause in classes.items():
         for seed in range(2):
             case_id = f"{bt.name}/read/{scale_class}_{seed}"
@@ -89,7 +91,7 @@ def _read_cases(bt: BlockType) -> Iterator[Case]:
                        params={"rows": ROWS, "n": N}, clauses=(bt.clause, "GGML-2.2", clause),
                        features=(f"d:{scale_class}",), expect="informative" if scale_class == "nonfinite" else "values")
     case_id = f"{bt.name}/read/n4096_nonnegative"
-    blocks = random_blocks(bt, _rng(case_id), 8, 4096, "nonnegative" if bt.fp16_offsets else "random_bits")
+    blocks = random_blocks(bt, _rng(case_id), 8, 4096, "nonnegative" if bt.fp16_offsets or bt.set_scale else "random_bits")
     yield Case(id=case_id, format=bt.name, ops=("matmul",), inputs={"blocks": blocks}, params={"rows": 8, "n": 4096},
                clauses=(bt.clause, "QF-4.6"), features=("d:nonnegative", "k:4096"))
 
@@ -115,12 +117,18 @@ def _x(kind: str, rng: np.random.Generator) -> np.ndarray:
         return np.repeat(rng.normal(0, 1, (ROWS, N // 32, 1)), 32, axis=2).reshape(shape)
     if kind == "ties":                  # values on the half-way points of a coarse grid
         return (rng.integers(-16, 16, shape) + 0.5) / 8
+    if kind == "exact_ties":            # each 32-weight block spans +-127/8 and holds (k + 0.5) / 8: the q8_0
+        x = (rng.integers(-127, 127, shape) + 0.5) / 8     # scale is exactly 1/8, so every x / d is a tie
+        x[:, ::32] = np.where(rng.random((ROWS, N // 32)) < 0.5, 127 / 8, -127 / 8)
+        x[:, 1::32] = np.float32(0.5 - 2.0 ** -25) / 8    # just below a tie: floor(v + 0.5) rounds it up
+        return x
     if kind == "tiny":
         return rng.normal(0, 2.0 ** -20, shape)
     return rng.normal(0, 1000.0, shape)        # "huge": large but valid scales
 
 
-X_KINDS = ("gaussian", "gaussian_outliers", "all_positive", "all_negative", "zeros", "constants", "ties", "tiny", "huge")
+X_KINDS = ("gaussian", "gaussian_outliers", "all_positive", "all_negative", "zeros", "constants", "ties", "exact_ties",
+           "tiny", "huge")
 
 
 def _quantize_cases(bt: BlockType) -> Iterator[Case]:

@@ -1,0 +1,372 @@
+"""K-quants with an affine search: q2_K and q5_K, and q8_K (informative) (spec/ggml_kquants.md KQ-2, KQ-5, KQ-7).
+
+q2_K and q5_K are q4_K's siblings: ``y = d*sc*q - dmin*m`` per sub-block, codes found by ggml's
+affine search (``make_qkx2_quants`` on the reference path, ``make_qkx3_quants`` + ``make_qp_quants``
+on the importance path), then requantized against the stored scales. The machinery is q4_K's
+(``qformats.formats.q4_k``, spec Q4K-1.4, Q4K-4.2, Q4K-4.6), imported, never copied; what q4_K
+hardcodes (15 as the code maximum, 144-byte blocks, squared error) is generalised here.
+
+Same float32 discipline as q4_K: one sub-block per column of a ``(rows_in_sub_block, S)`` float32
+array, every C expression evaluated with exactly its float32 rounding steps, in-order loops where C
+loops (``seq_sum``), divisions stay divisions, no fused multiply-add.
+
+Facts (layouts, formulas, parameters) are from ggml 0.10.1 (llama.cpp sync ``3142f1db``),
+``src/ggml-common.h`` (``block_q2_K``, ``block_q5_K``, ``block_q8_K``) and ``src/ggml-quants.c``
+(``quantize_row_q2_K_ref``, ``quantize_row_q2_K_impl``, ``dequantize_row_q2_K``,
+``quantize_row_q5_K_ref``, ``quantize_row_q5_K_impl``, ``dequantize_row_q5_K``,
+``quantize_row_q8_K_ref``, ``dequantize_row_q8_K``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...containers.ggml_types import QK_K
+from ...numerics import nearest_int
+from ..q4_k.codec import (affine_search, clamp_codes, pack_codes, pack_scales, running_max, seq_sum,
+                          unpack_codes, unpack_scales)
+from ..q4_k.importance import make_qp_quants
+from .base import F32, BlockType, fp16_field
+
+__all__ = ["TYPES", "affine_search_mad", "q2k_unpack_codes", "q2k_pack_codes", "q5k_unpack_codes",
+           "q5k_pack_codes", "Q2K_BYTES", "Q5K_BYTES", "Q8K_BYTES"]
+
+_CHUNK_BLOCKS = 512     # super-blocks per encoder pass: the (rows, S) work arrays stay in cache
+
+# ---------------------------------------------------------------------------------------------
+# q2_K (KQ-2): 16 sub-blocks of 16 weights, 4-bit scale and min each, 2-bit codes
+# ---------------------------------------------------------------------------------------------
+#
+#   offset  size  field
+#   0       16    scales  u8[16]  byte j = sc[j] | m[j] << 4       (sc low nibble, m high nibble)
+#   16      64    qs      u8[64]  2-bit codes, see below
+#   80      2     d       fp16    super-block scale of the sc[j]
+#   82      2     dmin    fp16    super-block scale of the m[j]
+#
+# qs: half h = 0..1 of 128 weights uses qs[32h .. 32h+31]; bit pair 2k of byte 32h + l holds weight
+# 128h + 32k + l (k = 0..3, l = 0..31):
+#
+#   qs[32h + l] = [q(128h+96+l)][q(128h+64+l)][q(128h+32+l)][q(128h+l)]      bits 7:6 5:4 3:2 1:0
+#
+# so sub-block j (weights 16j .. 16j+15) is weight // 16, whatever the byte it came from.
+
+Q2K_SCALES, Q2K_QS, Q2K_D, Q2K_DMIN = 0, QK_K // 16, QK_K // 16 + QK_K // 4, QK_K // 16 + QK_K // 4 + 2
+Q2K_BYTES = Q2K_DMIN + 2
+assert Q2K_BYTES == 84    # noqa: S101 - static_assert(sizeof(block_q2_K) == 2*2 + QK_K/16 + QK_K/4)
+_SHIFT2 = np.array([0, 2, 4, 6], np.uint8).reshape(1, 1, 4, 1)
+
+
+def q2k_unpack_codes(qs: np.ndarray) -> np.ndarray:
+    """(nb, 64) uint8 -> (nb, 256) uint8 codes 0..3 in weight order (KQ-2.1)."""
+    q = qs.reshape(-1, 2, 1, 32)
+    return ((q >> _SHIFT2) & 3).reshape(-1, QK_K)
+
+
+def q2k_pack_codes(codes: np.ndarray) -> np.ndarray:
+    """(nb, 256) codes 0..3 in weight order -> (nb, 64) uint8 in ggml's bit-pair order."""
+    c = codes.astype(np.uint8).reshape(-1, 2, 4, 32)
+    return (c[:, :, 0] | (c[:, :, 1] << 2) | (c[:, :, 2] << 4) | (c[:, :, 3] << 6)).reshape(-1, QK_K // 4)
+
+
+def _q2k_decode(blk: np.ndarray) -> np.ndarray:
+    """``dequantize_row_q2_K``: ``y = (d * (s & 15)) * q - dmin * (s >> 4)`` (KQ-2.2)."""
+    d, dmin = fp16_field(blk, Q2K_D), fp16_field(blk, Q2K_DMIN)              # (nb, 1) each
+    s = blk[:, Q2K_SCALES:Q2K_QS]
+    dl = (d * (s & 15).astype(F32))[:, :, None]                             # exact: 11 x 4 bits
+    ml = (dmin * (s >> 4).astype(F32))[:, :, None]                          # exact
+    q = q2k_unpack_codes(blk[:, Q2K_QS:Q2K_D]).reshape(-1, 16, 16).astype(F32)
+    return (dl * q - ml).reshape(-1, QK_K)                                   # one rounding: the subtraction
+
+
+def _q2k_scales(blk: np.ndarray) -> dict[str, np.ndarray]:
+    return {"d": fp16_field(blk, Q2K_D), "dmin": fp16_field(blk, Q2K_DMIN)}
+
+
+def affine_search_mad(x: np.ndarray, w: np.ndarray, *, nmax: int, rmin: float, rdelta: float, nstep: int):
+    """ggml ``make_qkx2_quants(..., use_mad = true)`` (KQ-1.3): Q4K-4.2 with error ``w * |e|``.
+
+    q4_K's ``affine_search`` scores trials by ``w * (e*e)``; q2_K's reference path scores them by
+    ``w * fabsf(e)``. ``x``, ``w``: (n, S) float32, one sub-block per column. Returns
+    ``(scale (S,), the_min (S,), L (n, S) float32)``.
+    """
+    mn, mx = x[0].copy(), x[0].copy()
+    sum_w = w[0].copy()
+    sum_x = sum_w * x[0]
+    for i in range(1, x.shape[0]):
+        mn = np.where(x[i] < mn, x[i], mn)      # a NaN never wins a comparison, as in C
+        mx = np.where(x[i] > mx, x[i], mx)
+        sum_w = sum_w + w[i]
+        sum_x = sum_x + w[i] * x[i]
+    mn = np.where(mn > 0, F32(0), mn)
+    degenerate = mx == mn                       # make_qkx2_quants: `if (max == min)`
+    mn0 = mn
+
+    iscale = F32(nmax) / (mx - mn)
+    scale = F32(1) / iscale
+    L = clamp_codes(iscale * (x - mn), nmax)
+    best = seq_sum(w * np.abs((scale * L + mn) - x))
+    for step in range(nstep + 1):
+        iscale = ((F32(rmin) + F32(rdelta) * F32(step)) + F32(nmax)) / (mx - mn)
+        laux = clamp_codes(iscale * (x - mn), nmax)
+        wl = w * laux
+        sum_l, sum_l2, sum_xl = seq_sum(wl), seq_sum(wl * laux), seq_sum(wl * x)
+        D = sum_w * sum_l2 - sum_l * sum_l
+        this_scale = (sum_w * sum_xl - sum_x * sum_l) / D
+        this_min = (sum_l2 * sum_x - sum_l * sum_xl) / D
+        clamp = this_min > 0
+        this_min = np.where(clamp, F32(0), this_min)
+        this_scale = np.where(clamp, sum_xl / sum_l2, this_scale)
+        cur = seq_sum(w * np.abs((this_scale * laux + this_min) - x))
+        better = (D > 0) & (cur < best)
+        L = np.where(better, laux, L)
+        best = np.where(better, cur, best)
+        scale = np.where(better, this_scale, scale)
+        mn = np.where(better, this_min, mn)     # later trials use the new min (Q4K-4.2)
+    return np.where(degenerate, F32(0), scale), -np.where(degenerate, mn0, mn), np.where(degenerate, F32(0), L)
+
+
+def _requantize(x: np.ndarray, L: np.ndarray, dj: np.ndarray, mj: np.ndarray, nmax: int) -> np.ndarray:
+    """Codes against the stored scales: ``clamp(nearest_int((x + mj) / dj), 0, nmax)``; a sub-block
+    with ``dj == 0`` keeps its search codes (C: ``if (!d) continue;``). ``x``, ``L``: (n, S); ``dj``, ``mj``: (S,)."""
+    return np.where(dj == 0, L, clamp_codes((x + mj) / dj, nmax))
+
+
+def _q2k_finish(x, L, sc_byte, d, dmin) -> np.ndarray:
+    """(B, 84) blocks from (16, B*16) inputs and search codes, (B, 16) int scale bytes and (B,) d, dmin."""
+    nblk = sc_byte.shape[0]
+    byte = (sc_byte & 0xFF).astype(np.uint8)                        # the uint8 store
+    d16, dmin16 = d.astype("<f2"), dmin.astype("<f2")
+    dj = (d16.astype(F32)[:, None] * (byte & 15).astype(F32)).reshape(-1)
+    mj = (dmin16.astype(F32)[:, None] * (byte >> 4).astype(F32)).reshape(-1)
+    codes = _requantize(x, L, dj, mj, 3).T.reshape(nblk, QK_K)
+    out = np.empty((nblk, Q2K_BYTES), np.uint8)
+    out[:, Q2K_SCALES:Q2K_QS] = byte
+    out[:, Q2K_QS:Q2K_D] = q2k_pack_codes(codes)
+    out[:, Q2K_D:Q2K_DMIN] = d16.reshape(-1, 1).view(np.uint8)
+    out[:, Q2K_DMIN:] = dmin16.reshape(-1, 1).view(np.uint8)
+    return out
+
+
+def _columns(xb: np.ndarray, n: int) -> np.ndarray:
+    """(B, 256) super-blocks -> (n, B*256/n): one sub-block of n weights per column."""
+    return np.ascontiguousarray(xb.reshape(-1, n).T)
+
+
+def _q2k_ref_chunk(xb: np.ndarray) -> np.ndarray:
+    """``quantize_row_q2_K_ref`` on (B, 256) float32 (KQ-2.4)."""
+    x = _columns(xb, 16)
+    scales, mins, L = affine_search_mad(x, np.abs(x), nmax=3, rmin=-0.5, rdelta=0.1, nstep=15)
+    scales, mins = scales.reshape(-1, 16), mins.reshape(-1, 16)
+    max_scale, max_min = running_max(scales), running_max(mins)
+    has_scale, has_min = (max_scale > 0)[:, None], (max_min > 0)[:, None]
+    q4scale = F32(15)
+    ls = np.where(has_scale, nearest_int((q4scale / max_scale)[:, None] * scales), 0)
+    lm = np.where(has_min, nearest_int((q4scale / max_min)[:, None] * mins), 0)
+    d = np.where(has_scale[:, 0], max_scale / q4scale, F32(0))
+    dmin = np.where(has_min[:, 0], max_min / q4scale, F32(0))
+    return _q2k_finish(x, L, (ls & 0xFF) | (lm << 4), d, dmin)   # `scales[j] = l; scales[j] |= (l << 4)`
+
+
+def _q2k_impl_chunk(xb: np.ndarray, qwb: np.ndarray) -> np.ndarray:
+    """``quantize_row_q2_K_impl`` on (B, 256) inputs with their (B, 256) importance (KQ-2.5)."""
+    x, qw = _columns(xb, 16), _columns(qwb, 16)
+    xt = np.ascontiguousarray(xb.T)
+    sigma2 = seq_sum(xt * xt) / F32(QK_K)                                  # no factor 2, unlike q4_K/q5_K
+    w = qw * np.sqrt(np.repeat(sigma2, 16) + x * x)
+    sw = seq_sum(w)
+    scales, mins, L = affine_search(x, w, nmax=3, rmin=-0.9, rdelta=0.05, nstep=36, degenerate_le=True)
+    sw_t = sw.reshape(-1, 16).T
+    dm, ls = make_qp_quants(np.ascontiguousarray(scales.reshape(-1, 16).T), sw_t, nmax=15)
+    mm, lm = make_qp_quants(np.ascontiguousarray(mins.reshape(-1, 16).T), sw_t, nmax=15)
+    return _q2k_finish(x, L, ls.T | (lm.T << 4), dm, mm)                   # `Ls[j] | (Lm[j] << 4)`, no clamp
+
+
+# ---------------------------------------------------------------------------------------------
+# q5_K (KQ-5): q4_K's layout plus one high bit per code
+# ---------------------------------------------------------------------------------------------
+#
+#   offset  size  field
+#   0       2     d       fp16
+#   2       2     dmin    fp16
+#   4       12    scales  8 x (6-bit sc, 6-bit m), packed as q4_K's (Q4K-1.4, KQ-1.5)
+#   16      32    qh      bit j of qh[l] = bit 4 of the code of weight 32j + l       (j = 0..7)
+#   48      128   qs      low 4 bits, in q4_K's order (Q4K-1.5): qs[32c + l] = lo(64c+l) | lo(64c+32+l) << 4
+
+Q5K_D, Q5K_DMIN, Q5K_SCALES, Q5K_QH = 0, 2, 4, 4 + 12
+Q5K_QS = Q5K_QH + QK_K // 8
+Q5K_BYTES = Q5K_QS + QK_K // 2
+assert Q5K_BYTES == 176    # noqa: S101 - static_assert(sizeof(block_q5_K) == 2*2 + K_SCALE_SIZE + QK_K/2 + QK_K/8)
+_BIT = np.arange(8, dtype=np.uint8).reshape(1, 8, 1)
+
+
+def q5k_unpack_codes(qh: np.ndarray, qs: np.ndarray) -> np.ndarray:
+    """(nb, 32) qh and (nb, 128) qs -> (nb, 256) uint8 codes 0..31 in weight order (KQ-5.1)."""
+    hi = (qh[:, None, :] >> _BIT) & 1                                       # (nb, sub-block j, l)
+    return unpack_codes(qs) | (hi.reshape(-1, QK_K) << 4)
+
+
+def q5k_pack_codes(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(nb, 256) codes 0..31 -> ((nb, 32) qh, (nb, 128) qs)."""
+    c = codes.astype(np.uint8)
+    hi = ((c >> 4) & 1).reshape(-1, 8, 32)
+    qh = np.packbits(hi, axis=1, bitorder="little").reshape(-1, 32)      # sub-block j -> bit j
+    return qh, pack_codes(c & 15)
+
+
+def _q5k_decode(blk: np.ndarray) -> np.ndarray:
+    """``dequantize_row_q5_K``: ``y = (d * sc) * q - dmin * m`` with 5-bit q (KQ-5.2)."""
+    d, dmin = fp16_field(blk, Q5K_D), fp16_field(blk, Q5K_DMIN)
+    sc, m = unpack_scales(blk[:, Q5K_SCALES:Q5K_QH])
+    dj = (d * sc.astype(F32))[:, :, None]                                  # exact: 11 x 6 bits
+    mj = (dmin * m.astype(F32))[:, :, None]
+    q = q5k_unpack_codes(blk[:, Q5K_QH:Q5K_QS], blk[:, Q5K_QS:]).reshape(-1, 8, 32).astype(F32)
+    return (dj * q - mj).reshape(-1, QK_K)
+
+
+def _q5k_scales(blk: np.ndarray) -> dict[str, np.ndarray]:
+    return {"d": fp16_field(blk, Q5K_D), "dmin": fp16_field(blk, Q5K_DMIN)}
+
+
+def _q5k_finish(x, L, ls, lm, d, dmin) -> np.ndarray:
+    """(B, 176) blocks from (32, B*8) inputs and search codes, (B, 8) 6-bit ls/lm and (B,) d, dmin."""
+    nblk = ls.shape[0]
+    packed = pack_scales(ls, lm)
+    d16, dmin16 = d.astype("<f2"), dmin.astype("<f2")
+    sc, m = unpack_scales(packed)                                          # requantize against what is stored
+    dj = (d16.astype(F32)[:, None] * sc.astype(F32)).reshape(-1)
+    mj = (dmin16.astype(F32)[:, None] * m.astype(F32)).reshape(-1)
+    codes = _requantize(x, L, dj, mj, 31).T.reshape(nblk, QK_K)
+    out = np.empty((nblk, Q5K_BYTES), np.uint8)
+    out[:, Q5K_D:Q5K_DMIN] = d16.reshape(-1, 1).view(np.uint8)
+    out[:, Q5K_DMIN:Q5K_SCALES] = dmin16.reshape(-1, 1).view(np.uint8)
+    out[:, Q5K_SCALES:Q5K_QH] = packed
+    out[:, Q5K_QH:Q5K_QS], out[:, Q5K_QS:] = q5k_pack_codes(codes)
+    return out
+
+
+def _q5k_ref_chunk(xb: np.ndarray) -> np.ndarray:
+    """``quantize_row_q5_K_ref`` on (B, 256) float32 (KQ-5.4)."""
+    x = _columns(xb, 32)
+    av_x = np.sqrt(seq_sum(x * x) / F32(32))
+    scales, mins, L = affine_search(x, av_x + np.abs(x), nmax=31, rmin=-0.5, rdelta=0.1, nstep=15,
+                                    degenerate_le=False)
+    scales, mins = scales.reshape(-1, 8), mins.reshape(-1, 8)
+    max_scale, max_min = running_max(scales), running_max(mins)
+    inv_scale = np.where(max_scale > 0, F32(63) / max_scale, F32(0))
+    inv_min = np.where(max_min > 0, F32(63) / max_min, F32(0))
+    # `uint8_t ls = nearest_int(...)` truncates mod 256 before `MIN(63, ls)`
+    ls = np.minimum(63, nearest_int(inv_scale[:, None] * scales) & 0xFF)
+    lm = np.minimum(63, nearest_int(inv_min[:, None] * mins) & 0xFF)
+    return _q5k_finish(x, L, ls, lm, max_scale / F32(63), max_min / F32(63))
+
+
+def _q5k_impl_chunk(xb: np.ndarray, qwb: np.ndarray) -> np.ndarray:
+    """``quantize_row_q5_K_impl`` on (B, 256) inputs with their (B, 256) importance (KQ-5.5)."""
+    x, qw = _columns(xb, 32), _columns(qwb, 32)
+    xt = np.ascontiguousarray(xb.T)
+    sigma2 = (F32(2) * seq_sum(xt * xt)) / F32(QK_K)
+    w = qw * np.sqrt(np.repeat(sigma2, 8) + x * x)
+    sw = seq_sum(w)
+    scales, mins, L = affine_search(x, w, nmax=31, rmin=-0.9, rdelta=0.05, nstep=36, degenerate_le=True)
+    sw_t = sw.reshape(-1, 8).T
+    d_block, ls = make_qp_quants(np.ascontiguousarray(scales.reshape(-1, 8).T), sw_t, nmax=63)
+    m_block, lm = make_qp_quants(np.ascontiguousarray(mins.reshape(-1, 8).T), sw_t, nmax=63)
+    # q5_K clamps `MIN(63, Ls[j])` here; q4_K's _impl does not (Q4K-4.6)
+    return _q5k_finish(x, L, np.minimum(63, ls.T), np.minimum(63, lm.T), d_block, m_block)
+
+
+# ---------------------------------------------------------------------------------------------
+# q8_K (KQ-7, informative): the activation type of the K-quant dot products
+# ---------------------------------------------------------------------------------------------
+#
+#   offset  size  field
+#   0       4     d       fp32 LE
+#   4       256   qs      int8[256]
+#   260     32    bsums   int16[16] LE, bsums[j] = sum of qs[16j .. 16j+15]
+
+Q8K_D, Q8K_QS, Q8K_BSUMS = 0, 4, 4 + QK_K
+Q8K_BYTES = Q8K_BSUMS + QK_K // 16 * 2
+assert Q8K_BYTES == 292    # noqa: S101 - static_assert(sizeof(block_q8_K) == 4 + QK_K + QK_K/16*2)
+
+
+def _q8k_d(blk: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(blk[:, Q8K_D:Q8K_QS]).view("<f4").astype(F32)   # (nb, 1)
+
+
+def _q8k_decode(blk: np.ndarray) -> np.ndarray:
+    """``dequantize_row_q8_K``: ``y = d * qs`` (KQ-7.2)."""
+    qs = np.ascontiguousarray(blk[:, Q8K_QS:Q8K_BSUMS]).view(np.int8)
+    return _q8k_d(blk) * qs.astype(F32)
+
+
+def _q8k_scales(blk: np.ndarray) -> dict[str, np.ndarray]:
+    return {"d": _q8k_d(blk)}
+
+
+def _q8k_chunk(xb: np.ndarray) -> np.ndarray:
+    """``quantize_row_q8_K_ref`` on (B, 256) float32 (KQ-7.3)."""
+    # `if (fabsf(x[j]) > amax) { amax = fabsf(x[j]); max = x[j]; }` from amax = 0: the first element of
+    # largest magnitude wins; a NaN never does (as |x| it compares like 0, which cannot beat amax >= 0).
+    ax = np.abs(xb)
+    ax[np.isnan(ax)] = 0
+    first = np.argmax(ax, axis=1)[:, None]
+    amax = np.take_along_axis(ax, first, axis=1)[:, 0]
+    mx = np.take_along_axis(xb, first, axis=1)[:, 0]
+    zero = amax == 0
+    iscale = F32(-127) / np.where(zero, F32(1), mx)
+    v = nearest_int(iscale[:, None] * xb)
+    qs = np.minimum(v, 127, out=v).astype(np.uint8)                          # int8 store of MIN(127, v): mod 256
+    qs[zero] = 0
+    # C sums the 16 int8 codes in an int; in float32 every partial sum is an integer below 2^11, so exact in
+    # any order, and a matrix-vector product is ten times faster than a 16-wide integer reduction
+    bsums = qs.view(np.int8).astype(F32).reshape(-1, 16) @ np.ones(16, F32)
+    out = np.empty((xb.shape[0], Q8K_BYTES), np.uint8)
+    out[:, Q8K_D:Q8K_QS] = np.where(zero, F32(0), F32(1) / iscale).astype("<f4").reshape(-1, 1).view(np.uint8)
+    out[:, Q8K_QS:Q8K_BSUMS] = qs
+    # an all-zero block: ggml writes d = 0 and qs = 0 and leaves bsums as they were; qformats writes 0
+    out[:, Q8K_BSUMS:] = bsums.astype("<i2").reshape(-1, 16).view(np.uint8)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# row-level encoders
+# ---------------------------------------------------------------------------------------------
+
+
+def _chunks(xb: np.ndarray, type_size: int, encode) -> np.ndarray:
+    """``(len(xb), type_size)`` blocks from ``encode(slice)`` run on cache-sized slices of super-blocks."""
+    out = np.empty((xb.shape[0], type_size), np.uint8)
+    for start in range(0, xb.shape[0], _CHUNK_BLOCKS):
+        part = slice(start, start + _CHUNK_BLOCKS)
+        out[part] = encode(part)
+    return out
+
+
+def _encoder(type_size: int, ref_chunk, impl_chunk=None):
+    """``quantize(x, importance)`` of one type: the reference path treats the rows as one run of
+    super-blocks; the importance path gives super-block ``i`` of a row the weights ``w[256i .. 256i+255]``."""
+    def quantize(x: np.ndarray, importance: np.ndarray | None) -> np.ndarray:
+        rows, n = x.shape
+        xb = x.reshape(-1, QK_K)
+        if importance is None:
+            out = _chunks(xb, type_size, lambda part: ref_chunk(xb[part]))
+        else:
+            qw = importance.reshape(-1, QK_K)
+            per_row = qw.shape[0]
+            out = _chunks(xb, type_size, lambda part: impl_chunk(
+                xb[part], qw[np.arange(part.start, min(part.stop, xb.shape[0])) % per_row]))
+        return out.reshape(rows, n // QK_K * type_size)
+    return quantize
+
+
+# d, dmin: the reference paths divide maxima that start at 0; make_qp_quants returns sumlx / suml2 >= 0
+# or 0 for a non-negative importance vector (KQ-2.3, KQ-5.3). q8_K's d = -max/127 takes either sign.
+TYPES = (
+    BlockType("q2_k", "KQ-2", _q2k_decode, _q2k_scales, never_negative=("d", "dmin"),
+              fp16_offsets={"d": Q2K_D, "dmin": Q2K_DMIN},
+              quantize=_encoder(Q2K_BYTES, _q2k_ref_chunk, _q2k_impl_chunk), importance=True, bits=2, group=16),
+    BlockType("q5_k", "KQ-5", _q5k_decode, _q5k_scales, never_negative=("d", "dmin"),
+              fp16_offsets={"d": Q5K_D, "dmin": Q5K_DMIN},
+              quantize=_encoder(Q5K_BYTES, _q5k_ref_chunk, _q5k_impl_chunk), importance=True, bits=5, group=32),
+    BlockType("q8_k", "KQ-7", _q8k_decode, _q8k_scales, quantize=_encoder(Q8K_BYTES, _q8k_chunk), informative=True, bits=8, group=256),
+)
