@@ -25,7 +25,10 @@ SAMPLE_VERDICTS = {
     "gptq_v1_zero_underflow_autogptq": ("invalid", {"gptq.zero.v1_unrepresentable"}),
     "spqr_csr": ("valid", set()),
     "q4_k.gguf": ("valid", set()),
+    "q4_k_m.gguf": ("valid", set()),
+    "q4_k_m_nan_scale.gguf": ("invalid", {"ggml.scale.nonfinite"}),
 }
+LAYERS = {"q4_k_m.gguf": 9, "q4_k_m_nan_scale.gguf": 9}    # every tensor of a GGUF file is checked (GGML-3.5)
 
 
 def test_every_sample_has_an_expected_verdict():
@@ -40,7 +43,7 @@ def test_bundled_samples_get_the_verdict_their_construction_implies(name):
     report = validate(str(FIXTURES / "checkpoints" / name), deep=True)
     assert report.verdict == verdict
     assert {f.code for f in report.findings if f.severity == "error"} == codes
-    assert report.summary["layers"] == 2
+    assert report.summary["layers"] == LAYERS.get(name, 2)
 
 
 @pytest.mark.parametrize("case", GOLDEN_GPTQ["checkpoints"], ids=lambda c: c["name"])

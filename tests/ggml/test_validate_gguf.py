@@ -173,3 +173,86 @@ def test_inspect_lists_every_tensor_with_its_statistics_and_no_warnings(mixed, c
         row = next(line for line in lines if line.startswith(name + " "))
         assert f" {type_name.lower()} " in row and row.split()[-1] == "0"
     assert lines[-1].startswith(f"{len(MIXED)} rows, {len(MIXED)} of {len(MIXED)} tensors checked; verdict valid")
+
+
+def _every_type_file(path) -> dict[str, str]:
+    """One tensor of every block type qformats decodes, plus F16 and BF16, written by gguf-py with ggml's bytes."""
+    from conformance.adapters import ggml as oracle
+    from qformats.formats.ggml.cases import subject_types
+
+    rng = np.random.default_rng(5)
+    writer = gguf.GGUFWriter(str(path), "llama")
+    names = {}
+    for bt in subject_types() + [__import__("qformats.formats.ggml", fromlist=["TYPES"]).TYPES["q4_k"]]:
+        x = rng.standard_normal((4, 512)).astype(np.float32)
+        w = rng.gamma(2.0, 1.0, 512).astype(np.float32) if bt.requires_importance else None
+        name = f"blk.0.{bt.name}.weight"
+        blocks = oracle.quantize(bt.name, x, w)
+        writer.add_tensor(name, blocks, raw_shape=blocks.shape, raw_dtype=gguf.GGMLQuantizationType[bt.name.upper()])
+        names[name] = bt.name
+    x = rng.standard_normal((4, 512)).astype(np.float32)
+    writer.add_tensor("blk.0.f16.weight", x.astype(np.float16))
+    bf16 = (x.view(np.uint32) >> 16).astype(np.uint16)
+    writer.add_tensor("blk.0.bf16.weight", bf16, raw_shape=bf16.shape, raw_dtype=gguf.GGMLQuantizationType.BF16)
+    names.update({"blk.0.f16.weight": "f16", "blk.0.bf16.weight": "bf16"})
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return names
+
+
+def test_every_type_validates_and_decodes_as_ggml_does(tmp_path):
+    """GGML-2.2, GGML-3.5: a file with a tensor of every type is checked whole, and ``decode`` writes every
+    tensor bit-identically to ggml's decoder (F16 and BF16 widened exactly, GGML-6)."""
+    from safetensors.numpy import load_file
+
+    from conformance.adapters import ggml as oracle
+    from qformats.tools import decode
+
+    path = tmp_path / "every.gguf"
+    names = _every_type_file(path)
+    report = validate(str(path), deep=True)
+    assert (report.verdict, report.findings) == ("valid", [])
+    assert report.summary["tensors_checked"] == report.summary["tensors"] == len(names) == 24   # 21 block types, q4_K, F16, BF16
+    out = tmp_path / "every.safetensors"
+    decode(str(path), list(names), str(out))
+    got = load_file(str(out))
+    reader = gguf.GGUFReader(str(path))
+    for t in reader.tensors:
+        raw = np.asarray(t.data)
+        if names[t.name] == "f16":
+            expected = raw.astype(np.float32)
+        elif names[t.name] == "bf16":
+            expected = (raw.view(np.uint16).astype(np.uint32) << 16).view(np.float32)
+        else:
+            expected = oracle.dequantize(names[t.name], raw.view(np.uint8).reshape(4, -1))
+        assert np.array_equal(got[t.name].view(np.uint32), expected.reshape(4, 512).view(np.uint32)), t.name
+
+
+def test_a_type_qformats_cannot_decode_is_a_warning_and_strict_fails(tmp_path, capsys):
+    """GGML-3.5: an nvfp4 tensor is not silently skipped: a warning naming it and the count checked, and
+    --strict fails on it."""
+    from qformats.cli import main
+
+    path = tmp_path / "nvfp4.gguf"
+    writer = gguf.GGUFWriter(str(path), "llama")
+    for name in ("blk.0.attn_q.weight", "blk.0.attn_k.weight"):
+        writer.add_tensor(name, np.zeros((4, 144), np.uint8), raw_shape=(4, 144), raw_dtype=gguf.GGMLQuantizationType.Q4_K)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    blob = bytearray(path.read_bytes())
+    at = blob.find(b"blk.0.attn_k.weight") + len(b"blk.0.attn_k.weight") + 4 + 8 * 2    # n_dims, ne[0], ne[1]
+    assert blob[at:at + 4] == (12).to_bytes(4, "little")
+    blob[at:at + 4] = (40).to_bytes(4, "little")      # NVFP4: 256 weights are 4 blocks of 36 bytes, as q4_K's 144
+    path.write_bytes(bytes(blob))
+    report = validate(str(path))
+    assert (report.verdict, report.summary["tensors_checked"], report.summary["tensors"]) == ("valid", 1, 2)
+    assert [(f.code, f.severity, f.tensor) for f in report.findings] == [
+        ("ggml.type.unchecked", "warning", "blk.0.attn_k.weight")]
+    assert "1 tensor of type NVFP4 (first 'blk.0.attn_k.weight') could not be checked" in report.findings[0].message
+    assert main(["validate", str(path)]) == 0
+    assert main(["validate", "--strict", str(path)]) == 1
+    assert "1 of 2 tensors checked" in capsys.readouterr().out
