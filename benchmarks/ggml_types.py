@@ -13,21 +13,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import time
 import warnings
 
 import numpy as np
 
+from q4_k import best_of   # benchmarks/q4_k.py: the same best-of-N timer
 from qformats.formats import ggml
-
-
-def best_of(fn, repeat: int) -> tuple[float, object]:
-    best, out = float("inf"), None
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        out = fn()
-        best = min(best, time.perf_counter() - t0)
-    return best, out
 
 
 def _same_bits(a: np.ndarray, b: np.ndarray) -> bool:

@@ -7,7 +7,9 @@ from typing import Any
 import numpy as np
 import torch
 
-__all__ = ["Inputs"]
+from qformats.errors import fail
+
+__all__ = ["Inputs", "checked_blocks"]
 
 
 class Inputs:
@@ -29,3 +31,14 @@ class Inputs:
 
     def out(self, result: torch.Tensor) -> Any:
         return result.cpu().numpy() if self.numpy else result
+
+
+def checked_blocks(blocks: torch.Tensor, rows: int, n: int, name: str, block: int, block_bytes: int) -> torch.Tensor:
+    """The blocks of a GGUF type, refused before launch unless uint8 ``(rows, n // block * block_bytes)``
+    with ``n`` a positive multiple of the block (GGML-1.1, GGML-1.2)."""
+    if isinstance(n, bool) or not isinstance(n, int) or n <= 0 or n % block:
+        raise fail("ggml.n.not_multiple", "n", f"a positive multiple of {block} ({name})", n)
+    want = (rows, n // block * block_bytes)
+    if blocks.dtype != torch.uint8 or tuple(blocks.shape) != want:
+        raise fail("ggml.blocks.shape", "blocks", f"uint8 of shape {want}", f"{blocks.dtype} {tuple(blocks.shape)}")
+    return blocks

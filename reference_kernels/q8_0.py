@@ -28,7 +28,7 @@ import triton.language as tl
 
 from qformats.errors import fail
 
-from ._arrays import Inputs
+from ._arrays import Inputs, checked_blocks
 from ._tiles import dot_w
 
 __all__ = ["dequantize", "matmul"]
@@ -40,7 +40,7 @@ QK8_0, BLOCK_BYTES = 32, 2 + 32
 
 def dequantize(*, blocks, rows, n):
     inputs = Inputs(blocks=blocks)
-    b = _checked(inputs.t["blocks"], rows, n)
+    b = checked_blocks(inputs.t["blocks"], rows, n, "q8_0", QK8_0, BLOCK_BYTES)
     out = torch.empty((rows, n), dtype=torch.float16, device=inputs.device)
     nblocks = rows * n // QK8_0
     _dequantize_kernel[(triton.cdiv(nblocks, BLOCKS),)](b, out, nblocks, NB=BLOCKS)
@@ -49,7 +49,7 @@ def dequantize(*, blocks, rows, n):
 
 def matmul(*, blocks, rows, n, x):
     inputs = Inputs(blocks=blocks, x=x)
-    b = _checked(inputs.t["blocks"], rows, n)
+    b = checked_blocks(inputs.t["blocks"], rows, n, "q8_0", QK8_0, BLOCK_BYTES)
     xt = inputs.t["x"].to(torch.float16)
     if xt.ndim != 2 or xt.shape[1] != n:
         raise fail("tensor.shape", "x", f"(batch, {n}) float16", tuple(xt.shape))
@@ -70,15 +70,6 @@ def _fp16_safe(blocks: torch.Tensor) -> bool:
     Non-finite d (invalid blocks) also takes the float32 path, evaluated as ggml does."""
     d = blocks.reshape(-1, BLOCK_BYTES)[:, :2].contiguous().view(torch.float16).float().abs()
     return bool((128 * d <= 65504).all()) if d.numel() else True
-
-
-def _checked(blocks: torch.Tensor, rows: int, n: int) -> torch.Tensor:
-    if isinstance(n, bool) or not isinstance(n, int) or n <= 0 or n % QK8_0:
-        raise fail("ggml.n.not_multiple", "n", "a positive multiple of 32 (q8_0)", n)
-    want = (rows, n // QK8_0 * BLOCK_BYTES)
-    if blocks.dtype != torch.uint8 or tuple(blocks.shape) != want:
-        raise fail("ggml.blocks.shape", "blocks", f"uint8 of shape {want}", f"{blocks.dtype} {tuple(blocks.shape)}")
-    return blocks
 
 
 # -- kernels -----------------------------------------------------------------------------------------

@@ -20,6 +20,8 @@ import os
 
 import numpy as np
 
+from . import type_subjects
+
 # type name (ggml's spelling) -> (type id, elements per block, bytes per block); ggml-common.h structs
 GEOMETRY = {
     "q4_0": (2, 32, 18), "q4_1": (3, 32, 20), "q5_0": (6, 32, 22), "q5_1": (7, 32, 24), "q8_0": (8, 32, 34),
@@ -111,23 +113,7 @@ def validate_row_data(type_id: int, data) -> bool:
     return bool(library().ggml_validate_row_data(type_id, data.ctypes.data, data.size))
 
 
-def _subjects() -> None:
-    """``<type>_dequantize(*, blocks, rows, n)`` and ``<type>_quantize(*, x)`` for every type (DESIGN.md §6)."""
-    for spelled in GEOMETRY:
-        low = spelled.lower()
-
-        def deq(*, blocks, rows=None, n=None, _name=spelled):
-            return dequantize(_name, blocks)
-
-        def quant(*, x, _name=spelled):
-            return quantize(_name, x)
-
-        deq.__name__, quant.__name__ = f"{low}_dequantize", f"{low}_quantize"
-        globals()[deq.__name__] = deq
-        globals()[quant.__name__] = quant
-
-
-_subjects()
+type_subjects(globals(), GEOMETRY, dequantize, quantize)
 
 
 def q4_k_quantize(*, x, importance=None):

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import type_subjects
+
 TYPES = ("q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k", "iq2_xxs", "iq2_xs",
          "iq2_s", "iq3_xxs", "iq3_s", "iq1_s", "iq1_m", "iq4_nl", "iq4_xs", "tq1_0", "tq2_0", "mxfp4")
 
@@ -33,17 +35,4 @@ def quantize(name: str, x) -> np.ndarray:
     return gguf_quantize(np.asarray(x, np.float32), _qtype(name))
 
 
-def _subjects() -> None:
-    for name in TYPES:
-        def deq(*, blocks, rows=None, n=None, _name=name):
-            return dequantize(_name, blocks)
-
-        def quant(*, x, _name=name):
-            return quantize(_name, x)
-
-        deq.__name__, quant.__name__ = f"{name}_dequantize", f"{name}_quantize"
-        globals()[deq.__name__] = deq
-        globals()[quant.__name__] = quant
-
-
-_subjects()
+type_subjects(globals(), TYPES, dequantize, quantize)

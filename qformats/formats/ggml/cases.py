@@ -27,13 +27,13 @@ import numpy as np
 
 from ...cases import Case
 from ...errors import QFormatsError
-from ...numerics import fp16_from_bits
+from ..q4_k.cases import ROWS as Q4K_ROWS, N as Q4K_N, _scale_class as q4k_scale_class, _x as q4k_input
 from .base import BlockType
 from .codec import check_blocks, dequantize, quantize
 
 __all__ = ["cases", "reference", "judge_quantize", "random_blocks", "SCALE_CLASSES", "FP16_MAX", "subject_types"]
 
-ROWS, N = 2, 512
+ROWS, N = Q4K_ROWS, Q4K_N          # 2 rows of 512: the shape of q4_K's cases, whose input kinds these share
 FP16_MAX = 65504.0
 SCALE_CLASSES = {"random_bits": "GGML-3.4", "subnormal": "GGML-2.3", "zero": "GGML-2.3", "negative": "GGML-3.2",
                  "max": "GGML-2.3", "nonfinite": "GGML-3.1"}
@@ -52,20 +52,11 @@ def _rng(case_id: str) -> np.random.Generator:
 
 
 def _scale_class(rng: np.random.Generator, name: str, size: int) -> np.ndarray:
-    """``size`` float16 values of one class."""
-    if name == "subnormal":
-        return fp16_from_bits(rng.integers(1, 0x0400, size).astype(np.uint16))
-    if name == "zero":
-        return np.where(rng.random(size) < 0.5, np.float16(0.0), np.float16(-0.0)).astype(np.float16)
-    if name == "negative":
-        return -rng.uniform(2.0 ** -14, 1.0, size).astype(np.float16)
-    if name == "max":
-        return np.where(rng.random(size) < 0.5, FP16_MAX, -FP16_MAX).astype(np.float16)
-    if name == "nonfinite":
-        return rng.choice(np.array([np.inf, -np.inf, np.nan], np.float16), size)
+    """``size`` float16 values of one class: q4_K's classes (qformats.formats.q4_k.cases), and small
+    non-negative scales for long sums."""
     if name == "nonnegative":
         return rng.uniform(2.0 ** -12, 2.0 ** -8, size).astype(np.float16)
-    return (rng.uniform(-1.0, 1.0, size) * 2.0 ** -4).astype(np.float16)
+    return q4k_scale_class(rng, name, size)
 
 
 def random_blocks(bt: BlockType, rng: np.random.Generator, rows: int, n: int, scale_class: str = "random_bits") -> np.ndarray:
@@ -97,24 +88,8 @@ def _read_cases(bt: BlockType) -> Iterator[Case]:
 
 
 def _x(kind: str, rng: np.random.Generator) -> np.ndarray:
+    """Encoder input of one kind: q4_K's kinds (qformats.formats.q4_k.cases), and ties."""
     shape = (ROWS, N)
-    if kind == "gaussian":
-        return rng.normal(0, 1, shape)
-    if kind == "gaussian_outliers":
-        x = rng.normal(0, 0.02, shape)
-        x[rng.random(shape) < 0.01] *= 200
-        return x
-    if kind == "all_positive":
-        return rng.exponential(0.1, shape)
-    if kind == "all_negative":
-        return -rng.exponential(0.1, shape)
-    if kind == "zeros":
-        x = rng.normal(0, 1, shape)
-        x[:, :256] = 0.0
-        x[:, 256:288] = -0.0
-        return x
-    if kind == "constants":
-        return np.repeat(rng.normal(0, 1, (ROWS, N // 32, 1)), 32, axis=2).reshape(shape)
     if kind == "ties":                  # values on the half-way points of a coarse grid
         return (rng.integers(-16, 16, shape) + 0.5) / 8
     if kind == "exact_ties":            # each 32-weight block spans +-127/8 and holds (k + 0.5) / 8: the q8_0
@@ -122,9 +97,7 @@ def _x(kind: str, rng: np.random.Generator) -> np.ndarray:
         x[:, ::32] = np.where(rng.random((ROWS, N // 32)) < 0.5, 127 / 8, -127 / 8)
         x[:, 1::32] = np.float32(0.5 - 2.0 ** -25) / 8    # just below a tie: floor(v + 0.5) rounds it up
         return x
-    if kind == "tiny":
-        return rng.normal(0, 2.0 ** -20, shape)
-    return rng.normal(0, 1000.0, shape)        # "huge": large but valid scales
+    return q4k_input(kind, rng)
 
 
 X_KINDS = ("gaussian", "gaussian_outliers", "all_positive", "all_negative", "zeros", "constants", "ties", "exact_ties",

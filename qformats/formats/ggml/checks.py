@@ -92,17 +92,16 @@ def scale_findings(bt: BlockType, arr: np.ndarray, tensor: str) -> list[Finding]
     """GGML-3.1 (error) and GGML-3.2 (warning) findings for one tensor's blocks, counted."""
     findings: list[Finding] = []
     mask, counts = _tally(bt, arr, lambda v: ~np.isfinite(v), None)
-    if mask.any() and bt.plain:
-        _, r, b, label = first_bad_scale(bt, arr)
+    if mask.any():
+        field, r, b, label = first_bad_scale(bt, arr)
         kinds = ", ".join(f"{n} {label}" for label, n in counts.items())
+    if mask.any() and bt.plain:
         findings.append(finding(
             "ggml.float.nonfinite", "error",
             f"'{tensor}' ({bt.name}) has {sum(counts.values())} non-finite elements ({kinds}) in "
             f"{int(mask.any(axis=1).sum())} of {mask.shape[0]} rows; first {label} at [{r}, {b}]; "
             "ggml_validate_row_data refuses such a tensor", tensor=tensor, count=sum(counts.values())))
     elif mask.any():
-        field, r, b, label = first_bad_scale(bt, arr)
-        kinds = ", ".join(f"{n} {label}" for label, n in counts.items())
         findings.append(finding(
             "ggml.scale.nonfinite", "error",
             f"'{tensor}' ({bt.name}) has non-finite scales in {int(mask.sum())} of {mask.size} blocks in "
