@@ -104,6 +104,7 @@ def seeds() -> dict[str, dict[str, bytes]]:
     samples = FIXTURES / "checkpoints"
     out = {p.name: _dir_files(p) for p in sorted(samples.iterdir()) if p.is_dir()}
     out["q4_k.gguf"] = {"q4_k.gguf": (samples / "q4_k.gguf").read_bytes()}
+    out["q4_k_m.gguf"] = {"q4_k_m.gguf": (samples / "q4_k_m.gguf").read_bytes()}   # q4_K, q6_K, q5_0, q8_0, F32
     out["q4_k_vocab.gguf"] = {"q4_k_vocab.gguf": _gguf_with_vocab()}
     third = FIXTURES / "third_party"
     out["gptqmodel_e2e"] = _dir_files(third / "gptq" / "checkpoints" / "e2e_b4_sym_g32_gptq")

@@ -117,42 +117,95 @@ def _inverse(d: np.ndarray) -> np.ndarray:
 # ---------------------------------------------------------------------------------------------
 # decoders (LEG-2.2 .. LEG-7.2)
 # ---------------------------------------------------------------------------------------------
+#
+# Every decoded value is exact before its last rounding: q - 8 (q4_0), q - 16 (q5_0) and the int8 of q8_0
+# are small integers, and their product with the float16 scale d (11 significant bits) has at most 19
+# significant bits, so ``x0*d`` is one float32 multiply whatever the order of the integer steps; q4_1 and
+# q5_1 multiply then add, two float32 operations in C's order. The integer work is done 8 codes at a time
+# on uint64 words (SWAR), the codes written as int8/uint8 and widened by the multiply itself.
+
+_DECODE_CHUNK = 8192     # blocks per pass: the code words and the output slice stay in cache
+_LOW4 = np.uint64(0x0F0F0F0F0F0F0F0F)
+_U4 = np.uint64(4)
 
 
-def _codes4(blk: np.ndarray, qs_at: int) -> np.ndarray:
-    return unpack_nibbles(blk[:, qs_at:qs_at + HALF])
+def _fifth_bit_table(set_byte: int, clear_byte: int) -> np.ndarray:
+    """byte b of qh (elements 8k .. 8k+7) -> a uint64 whose byte i is ``set_byte`` if bit i of b is set."""
+    t = np.zeros((256, 8), np.uint8)
+    for i in range(8):
+        t[:, i] = np.where((np.arange(256) >> i) & 1, set_byte, clear_byte)
+    return t.view("<u8").reshape(256)
 
 
-def _codes5(blk: np.ndarray, qh_at: int, qs_at: int) -> np.ndarray:
-    return _codes4(blk, qs_at) | unpack_fifth_bits(blk[:, qh_at:qh_at + 4])
+_FIFTH = _fifth_bit_table(0x10, 0x00)      # q5_1: code | 16
+_FIFTH_SIGNED = _fifth_bit_table(0x00, 0xF0)   # q5_0: (code | bit << 4) - 16 as int8 = nibble | (bit ? 0 : 0xF0)
 
 
-def _decode_q4_0(blk: np.ndarray) -> np.ndarray:
-    d = fp16_field(blk, 0)
-    x = _codes4(blk, 2).astype(F32) - F32(8)      # int x0 = q - 8, exactly
-    return x * d                                  # x0*d: one float32 op
+def _f16_column(blk: np.ndarray, offset: int) -> np.ndarray:
+    """The float16 at byte ``offset`` of every block, as float32 (nb, 1): a strided view, no gather copy."""
+    field = blk[:, offset:offset + 2]
+    if field.strides[1] != 1:
+        field = np.ascontiguousarray(field)
+    return field.view("<f2").astype(F32)
 
 
-def _decode_q4_1(blk: np.ndarray) -> np.ndarray:
-    d, m = fp16_field(blk, 0), fp16_field(blk, 2)
-    return _codes4(blk, 4).astype(F32) * d + m    # (x0*d) + m: two float32 ops, in this order
+def _nibble_words(blk: np.ndarray, qs_at: int, part: slice) -> np.ndarray:
+    """The 32 nibble codes of blocks ``part`` in element order as (k, 4) uint64 (8 uint8 codes a word):
+    words 0-1 the low nibbles of qs (elements 0..15), words 2-3 the high ones (elements 16..31)."""
+    qs = blk[part, qs_at:qs_at + HALF]
+    k = qs.shape[0]
+    v = np.empty((k, 2), np.uint64)
+    v.view(np.uint8)[...] = qs
+    c = np.empty((k, 4), np.uint64)
+    wide = c.view("V16")                                  # (k, 2): one 16-byte item per half
+    wide[:, 0] = v.view("V16")[:, 0]
+    np.right_shift(v, _U4, out=v)
+    wide[:, 1] = v.view("V16")[:, 0]
+    np.bitwise_and(c, _LOW4, out=c)
+    return c
 
 
-def _decode_q5_0(blk: np.ndarray) -> np.ndarray:
-    d = fp16_field(blk, 0)
-    x = _codes5(blk, 2, 6).astype(F32) - F32(16)
-    return x * d
+def _decode_nibbles(qs_at: int, qh_at: int | None, signed: bool, affine: bool):
+    """q4_0 / q4_1 / q5_0 / q5_1 decode: codes (signed: minus 8 or 16, as int8), ``x*d`` or ``x*d + m``."""
+    def decode(blk: np.ndarray) -> np.ndarray:
+        nb = blk.shape[0]
+        out = np.empty((nb, QK), F32)
+        d = _f16_column(blk, 0)
+        m = _f16_column(blk, 2) if affine else None
+        for start in range(0, nb, _DECODE_CHUNK):
+            part = slice(start, min(start + _DECODE_CHUNK, nb))
+            c = _nibble_words(blk, qs_at, part)
+            if qh_at is not None:
+                high = (_FIFTH_SIGNED if signed else _FIFTH)[blk[part, qh_at:qh_at + 4]]
+                np.bitwise_or(c, high, out=c)
+            elif signed:                                  # q - 8 per byte: (q + 120) ^ 128, no carries
+                np.add(c, np.uint64(0x7878787878787878), out=c)
+                np.bitwise_xor(c, np.uint64(0x8080808080808080), out=c)
+            codes = c.view(np.int8 if signed else np.uint8)
+            y = out[part]
+            np.multiply(codes, d[part], out=y)            # x0*d: the code widens exactly, one rounding
+            if affine:
+                np.add(y, m[part], out=y)                 # (x0*d) + m
+        return out
+    return decode
 
 
-def _decode_q5_1(blk: np.ndarray) -> np.ndarray:
-    d, m = fp16_field(blk, 0), fp16_field(blk, 2)
-    return _codes5(blk, 4, 8).astype(F32) * d + m
+_decode_q4_0 = _decode_nibbles(2, None, signed=True, affine=False)
+_decode_q4_1 = _decode_nibbles(4, None, signed=False, affine=True)
+_decode_q5_0 = _decode_nibbles(6, 2, signed=True, affine=False)
+_decode_q5_1 = _decode_nibbles(8, 4, signed=False, affine=True)
 
 
 def _decode_q8(qs_at: int):
     def decode(blk: np.ndarray) -> np.ndarray:
-        d = fp16_field(blk, 0)
-        return np.ascontiguousarray(blk[:, qs_at:qs_at + QK]).view(np.int8).astype(F32) * d
+        nb = blk.shape[0]
+        out = np.empty((nb, QK), F32)
+        d = _f16_column(blk, 0)
+        qs = blk[:, qs_at:qs_at + QK].view(np.int8)
+        for start in range(0, nb, _DECODE_CHUNK):
+            part = slice(start, min(start + _DECODE_CHUNK, nb))
+            np.multiply(qs[part], d[part], out=out[part])
+        return out
     return decode
 
 
