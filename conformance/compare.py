@@ -3,7 +3,10 @@
 Dequantize: exact. The reference value ``r`` has the format's reference dtype R (float32 for GPTQ
 and q4_K, float16 for SpQR). A result of a narrower dtype D (float16, bfloat16 for R = float32) must
 equal ``round_D(r)``, the correctly rounded value; a result of R or a wider dtype must round to
-exactly ``r`` in R. Values compare numerically: NaN equals NaN, +0 equals -0.
+exactly ``r`` in R. Values compare bit for bit as values: the sign of zero must match (real decoders
+produce -0.0, and a common real mistake, adding a dense matrix of outliers or zeros, flips it to +0.0),
+infinities match by sign, NaN matches NaN as a class. A subject that declares ``"zeros": "numeric"``
+is judged with +0 equal to -0 instead, and its report says so: a lower level, never a silent one.
 
 Matmul ``y = x @ W.T``: within the forward error bound of QF-4.6, per output element::
 
@@ -53,8 +56,9 @@ def _round_to(values: np.ndarray, dtype: str) -> np.ndarray:
         return values.astype(dtype)
 
 
-def _equal(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    return (a == b) | (np.isnan(a) & np.isnan(b))
+def _equal(a: np.ndarray, b: np.ndarray, signed_zeros: bool = True) -> np.ndarray:
+    same = (a == b) | (np.isnan(a) & np.isnan(b))
+    return same & (np.signbit(a) == np.signbit(b)) | (np.isnan(a) & np.isnan(b)) if signed_zeros else same
 
 
 def first_mismatches(bad: np.ndarray, actual: np.ndarray, expected: np.ndarray, k: int = 5) -> str:
@@ -65,8 +69,9 @@ def first_mismatches(bad: np.ndarray, actual: np.ndarray, expected: np.ndarray, 
     return f"{int(bad.sum())} / {bad.size} mismatched; first: {shown}"
 
 
-def exact(actual: np.ndarray, actual_dtype: str, reference: np.ndarray) -> Judgement:
-    """Dequantize: correctly rounded to a narrower dtype, else exactly the reference value."""
+def exact(actual: np.ndarray, actual_dtype: str, reference: np.ndarray, *, signed_zeros: bool = True) -> Judgement:
+    """Dequantize: correctly rounded to a narrower dtype, else exactly the reference value; the sign of
+    zero counts unless ``signed_zeros=False`` (a subject's declared numeric equality)."""
     ref_dtype = reference.dtype.name
     if actual_dtype not in FLOAT_RANK:
         return Judgement(False, f"dtype {actual_dtype} is not a float dtype the suite compares")
@@ -76,10 +81,13 @@ def exact(actual: np.ndarray, actual_dtype: str, reference: np.ndarray) -> Judge
     else:
         expected, got = reference.astype(np.float64), _round_to(actual, ref_dtype).astype(np.float64)
         rule = f"exact {ref_dtype}"
-    bad = ~_equal(got, expected)
+    bad = ~_equal(got, expected, signed_zeros)
     if not bad.any():
-        return Judgement(True, f"{reference.size} values, {rule}")
-    return Judgement(False, f"{rule}: {first_mismatches(bad, got, expected)}")
+        return Judgement(True, f"{reference.size} values, {rule}" + ("" if signed_zeros else
+                                                                    " (numeric equality declared: +0 == -0)"))
+    flipped = bad & (got == 0) & (expected == 0)
+    why = f"; {int(flipped.sum())} zeros of the wrong sign" if flipped.any() else ""
+    return Judgement(False, f"{rule}: {first_mismatches(bad, got, expected)}{why}")
 
 
 def bound(x: np.ndarray, w: np.ndarray, out_dtype: str, *, w_rounding: bool) -> tuple[np.ndarray, np.ndarray]:

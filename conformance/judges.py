@@ -33,14 +33,14 @@ def _array(answer: Answer, shape: tuple[int, ...]) -> tuple[np.ndarray | None, s
 
 
 def _values(case: Case, op: str, face: Face, answer: Answer, x: np.ndarray | None,
-            reference: np.ndarray) -> tuple[str, str]:
+            reference: np.ndarray, decl: SubjectDeclaration = SubjectDeclaration()) -> tuple[str, str]:
     """("pass" | "fail" | "error", detail) of a dequantize or matmul result against the reference."""
     shape = reference.shape if op == "dequantize" else (x.shape[0], reference.shape[0])
     arr, dtype, problem = _array(answer, shape)
     if arr is None:
         return "error", problem
     if op == "dequantize":
-        j = compare.exact(arr, dtype, reference)
+        j = compare.exact(arr, dtype, reference, signed_zeros=decl.zeros == "signed")
     elif case.expect == "informative":
         j = compare.nonfinite_pattern(arr, compare.bound(x, reference, dtype, w_rounding=face.w_rounding)[0])
     else:
@@ -56,7 +56,7 @@ def _reject(case: Case, op: str, face: Face, decl: SubjectDeclaration, answer: A
     if answer.status != "ok":
         return "error", describe(answer)
     if op in ("dequantize", "matmul") and decl.v1_zero_fields == "wrap":
-        status, detail = _values(case, op, face, answer, x, reference)
+        status, detail = _values(case, op, face, answer, x, reference, decl)
         if status == "pass":
             return "warning", f"decoded the non-conforming layer as declared (wrap, GPTQ-4.2): {detail}"
         return status, f"declared wrap decoding, but: {detail}"
@@ -91,7 +91,7 @@ def judge(case: Case, op: str, face: Face, decl: SubjectDeclaration, answer: Ans
         if op == "quantize" and decl.claims == "reference-equivalent" and status in ("pass", "warning"):
             status, detail = _reference_equivalent(case, face, answer, status, detail)
     else:
-        status, detail = _values(case, op, face, answer, x, reference)
+        status, detail = _values(case, op, face, answer, x, reference, decl)
     if case.expect == "informative" and status == "fail":
         return "warning", f"informative case ({', '.join(case.clauses[-1:])}): {detail}"
     return status, detail

@@ -73,6 +73,9 @@ class SubjectDeclaration(BaseModel):
     # an encoder that claims the reference-equivalent level (llama.cpp's bytes, Q4K-6.2 / GGML-4.4) is held
     # to it: any other bytes fail, where a merely conforming encoder passes with valid blocks
     claims: Literal["conforming", "reference-equivalent"] = "conforming"
+    # dequantize results compare bit for bit as values, the sign of zero included; "numeric" declares
+    # +0 == -0, a lower level that the report states
+    zeros: Literal["signed", "numeric"] = "signed"
 
     def unsupported(self, features: tuple[str, ...]) -> list[str]:
         """The case's feature tags this subject does not declare support for."""

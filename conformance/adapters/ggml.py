@@ -119,3 +119,60 @@ type_subjects(globals(), GEOMETRY, dequantize, quantize)
 def q4_k_quantize(*, x, importance=None):
     """float32 ``(rows, n)`` → uint8 ``(rows, n / 256 * 144)`` (the q4_K subject, with an importance option)."""
     return quantize("q4_K", x, importance)
+
+
+class Library:
+    """Another ggml shared library, loaded by path beside the one QFORMATS_GGML_LIB names (which this
+    does not touch): ``Library(".venv/llama.cpp/build/bin/libggml-base.so").dequantize("q6_K", blocks)``.
+    The same functions as the module's, bound to that library; used to judge a newer ggml (llama.cpp's)
+    next to the pinned oracle."""
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = os.fspath(path)
+        lib = ctypes.CDLL(self.path)
+        lib.ggml_version.restype = ctypes.c_char_p
+        lib.ggml_commit.restype = ctypes.c_char_p
+        lib.ggml_quantize_init.argtypes = [ctypes.c_int]
+        lib.ggml_quantize_init.restype = None
+        lib.ggml_validate_row_data.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t]
+        lib.ggml_validate_row_data.restype = ctypes.c_bool
+        self.lib = lib
+        self._initialized: set[str] = set()
+
+    def version(self) -> tuple[str, str]:
+        return self.lib.ggml_version().decode(), self.lib.ggml_commit().decode()
+
+    def dequantize(self, name: str, blocks) -> np.ndarray:
+        """As the module's :func:`dequantize`, by this library's ``dequantize_row_<name>``."""
+        name = _spelling(name)
+        _, qk, size = GEOMETRY[name]
+        blocks = np.ascontiguousarray(blocks, np.uint8)
+        if blocks.ndim != 2 or blocks.shape[1] % size:
+            raise ValueError(f"blocks must be (rows, a multiple of {size}), got {blocks.shape}")
+        y = np.zeros((blocks.shape[0], blocks.shape[1] // size * qk), np.float32)
+        fn = getattr(self.lib, f"dequantize_row_{name}")
+        fn.argtypes, fn.restype = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64], None
+        fn(blocks.ctypes.data, y.ctypes.data, y.size)
+        return y
+
+    def quantize(self, name: str, x, importance=None) -> np.ndarray:
+        """As the module's :func:`quantize`, by this library's ``quantize_<name>``."""
+        name = _spelling(name)
+        _, qk, size = GEOMETRY[name]
+        x = np.ascontiguousarray(x, np.float32)
+        if x.ndim != 2 or x.shape[1] % qk:
+            raise ValueError(f"x must be (rows, a multiple of {qk}), got {x.shape}")
+        if name in NEEDS_INIT and name not in self._initialized:
+            self.lib.ggml_quantize_init(GEOMETRY[name][0])
+            self._initialized.add(name)
+        out = np.zeros((x.shape[0], x.shape[1] // qk * size), np.uint8)
+        w = None if importance is None else np.ascontiguousarray(importance, np.float32)
+        fn = getattr(self.lib, f"quantize_{name}")
+        fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p]
+        fn.restype = ctypes.c_size_t
+        fn(x.ctypes.data, out.ctypes.data, x.shape[0], x.shape[1], None if w is None else w.ctypes.data)
+        return out
+
+    def validate_row_data(self, type_id: int, data) -> bool:
+        data = np.ascontiguousarray(data, np.uint8)
+        return bool(self.lib.ggml_validate_row_data(type_id, data.ctypes.data, data.size))

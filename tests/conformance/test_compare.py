@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from conformance import compare
 
@@ -15,9 +16,27 @@ def test_float16_result_must_be_the_correctly_rounded_value():
 
 
 def test_float32_result_must_be_exact_and_nan_matches_nan():
-    ref = np.array([0.1, np.nan, -0.0], np.float32)
-    assert compare.exact(np.array([0.1, np.nan, 0.0], np.float32), "float32", ref).ok
-    assert not compare.exact(np.array([np.nextafter(np.float32(0.1), 1), np.nan, 0.0], np.float32), "float32", ref).ok
+    """Dequantize is bit-exact as values: NaN matches NaN as a class, every other value exactly."""
+    ref = np.array([0.1, np.nan, -0.0, -np.inf], np.float32)
+    assert compare.exact(np.array([0.1, -np.nan, -0.0, -np.inf], np.float32), "float32", ref).ok
+    assert not compare.exact(np.array([np.nextafter(np.float32(0.1), 1), np.nan, -0.0, -np.inf], np.float32),
+                             "float32", ref).ok
+    assert not compare.exact(np.array([0.1, np.nan, -0.0, np.inf], np.float32), "float32", ref).ok
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "float64"])
+def test_the_sign_of_zero_must_match(dtype):
+    """A decoder that turns -0.0 into +0.0 (a dense outlier matrix added, ``w + 0.0``) fails, and says so."""
+    ref = np.array([-0.0, 0.0, 2.0], np.float32)
+    j = compare.exact(np.array([0.0, 0.0, 2.0], dtype), dtype, ref)
+    assert not j.ok and j.detail.endswith("1 / 3 mismatched; first: [0] actual 0 expected -0; 1 zeros of the wrong sign")
+    assert not compare.exact(np.array([-0.0, -0.0, 2.0], dtype), dtype, ref).ok
+
+
+def test_numeric_equality_is_a_declared_lower_level():
+    """A subject declaring "zeros": "numeric" passes +0 for -0, and the detail says it was judged so."""
+    j = compare.exact(np.array([0.0, 2.0], np.float32), "float32", np.array([-0.0, 2.0], np.float32), signed_zeros=False)
+    assert j.ok and j.detail == "2 values, exact float32 (numeric equality declared: +0 == -0)"
 
 
 def test_float64_result_is_rounded_to_float32_first():

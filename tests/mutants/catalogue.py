@@ -44,6 +44,8 @@ MUTANTS = [
      "6-bit scales/mins of sub-blocks 4-7 unpacked from the wrong nibbles", r"q4_k/read/random_bits_0"),
     ("q4k_bugs:plus_min", "q4_k", "dequantize",
      "q*scale + min (torchao prototype 'GGUF Q4_K'): the min's sign flipped", r"q4_k/read/random_bits_0"),
+    ("q4k_bugs:positive_zeros", "q4_k", "dequantize",
+     "-0.0 turned into +0.0 by adding a dense zero matrix (w + 0.0) after a correct decode", r"q4_k/read/zero_[01]"),
     ("q4k_bugs:matmul_fp16_accumulation", "q4_k", "matmul",
      "a GEMV accumulating in float16", r"q4_k/read/n4096_nonnegative"),
     ("spqr_bugs:outliers_substituted", "spqr", "dequantize",

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from qformats.formats import ggml
 from qformats.formats.ggml import legacy
 
 F32 = np.float32
@@ -109,6 +110,11 @@ def q8_0_floor_plus_half(*, x):
     return _q8_0_encoder(_floor_half)(x=x)
 
 
+def q8_0_positive_zeros(*, blocks, rows, n):
+    """q8_0 decoded right, then ``+ 0.0``: every -0.0 (a negative d times code 0) becomes +0.0 (GGML-2.2)."""
+    return ggml.dequantize("q8_0", blocks) + np.float32(0)
+
+
 MUTANTS = [
     ("legacy_bugs:q4_0_nibbles_as_consecutive_pairs", "q4_0", "dequantize",
      "q4_0 codes read as neighbouring nibble pairs (ggml's layout before llama.cpp PR #1405, GGML_QNT_VERSION 0)",
@@ -121,6 +127,8 @@ MUTANTS = [
      "q5_1 qh read as a big-endian u32 (a big-endian host's memcpy, struct '>I')", r"q5_1/read/random_bits_0"),
     ("legacy_bugs:q8_0_codes_unsigned", "q8_0", "dequantize",
      "q8_0 int8 codes read as uint8 (np.frombuffer without the int8 view)", r"q8_0/read/random_bits_0"),
+    ("legacy_bugs:q8_0_positive_zeros", "q8_0", "dequantize",
+     "-0.0 turned into +0.0 by adding a dense zero matrix (w + 0.0) after a correct decode", r"q8_0/read/zero_[01]"),
     # encoders: killed on exact ties (every x * id = k + 0.5) when judged at the level they claim (GGML-5.3)
     ("legacy_bugs:q8_0_ties_to_even", "q8_0", "quantize",
      "q8_0 encoder rounding ties to even (NumPy round / torch.round) instead of roundf's ties away from zero",

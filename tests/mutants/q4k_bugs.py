@@ -67,3 +67,9 @@ def matmul_fp16_accumulation(*, blocks, rows, n, x):
     for k in range(w.shape[1]):
         acc = (acc + x[:, k:k + 1] * w[:, k]).astype(np.float16)
     return acc
+
+
+def positive_zeros(*, blocks, rows, n):
+    """The reference with every -0.0 turned into +0.0: what adding a dense matrix (``w + 0.0``, a
+    materialised correction or outlier term) does to a correct decode."""
+    return q4_k.dequantize(blocks) + F32(0)

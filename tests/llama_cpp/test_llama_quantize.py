@@ -1,0 +1,155 @@
+"""Issue 19, phase 1: real GGUF files written by llama.cpp's own llama-quantize, judged end to end.
+
+A tiny F32 llama model (tiny_model.py) is quantized by llama-quantize into every common file type
+(the low-bit i-quants with an importance matrix computed by llama-imatrix). For every file:
+
+- ``qformats.validate.validate(path, deep=True)`` is valid and checked every tensor;
+- llama.cpp loads it with ``--check-tensors`` and evaluates a prompt (llama-completion exits 0);
+- ``qformats.formats.ggml.dequantize`` of every block tensor equals the newer ggml's own
+  ``dequantize_row_*`` (llama.cpp's ``libggml-base.so``, loaded by path) bit for bit;
+- for every tensor of a type with a reference encoder, ``ggml.quantize(type, f32_rows, importance)``
+  equals llama-quantize's bytes (importance as llama-quantize uses it: ``in_sum2 / counts``).
+
+Needs ``QFORMATS_LLAMA_CPP`` = a llama.cpp build folder (``make llama-cpp`` builds
+``.venv/llama.cpp/build``; its ``bin/`` holds the tools and the shared libraries). Without it every
+test skips, saying why. ``python tests/llama_cpp/test_llama_quantize.py`` prints the whole table.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from llama_tools import (LLAMA, SKIP_REASON, f32_tensors, importance, load_and_eval, newer_ggml,  # noqa: E402
+                         quantized_file, workdir)
+
+pytestmark = pytest.mark.skipif(not LLAMA, reason=SKIP_REASON)
+
+# llama-quantize file types; (name, uses the imatrix). The last ones need it (or are better with it).
+FILE_TYPES = [
+    ("Q4_0", False), ("Q4_1", False), ("Q5_0", False), ("Q5_1", False), ("Q8_0", False),
+    ("Q2_K", False), ("Q3_K_S", False), ("Q3_K_M", False), ("Q3_K_L", False), ("Q4_K_S", False),
+    ("Q4_K_M", False), ("Q5_K_S", False), ("Q5_K_M", False), ("Q6_K", False), ("IQ4_NL", False),
+    ("IQ4_XS", False),
+    ("IQ2_XXS", True), ("IQ3_XXS", True), ("IQ2_M", True), ("IQ1_S", True),
+    ("Q4_0", True), ("Q4_K_M", True), ("Q2_K", True), ("IQ4_XS", True),
+    ("TQ1_0", False), ("TQ2_0", False), ("MXFP4_MOE", False),
+]
+IDS = [f"{name}{'+imatrix' if im else ''}" for name, im in FILE_TYPES]
+PLAIN = {"F32", "F16", "BF16", "F64", "I8", "I16", "I32", "I64"}
+
+@dataclass
+class Row:
+    file_type: str
+    path: Path | None = None
+    quantize_rc: int = 0
+    quantize_log: str = ""
+    tensor_types: dict = field(default_factory=dict)            # type name -> count
+    verdict: str = ""
+    findings: list = field(default_factory=list)
+    tensors: int = 0
+    tensors_checked: int = 0
+    load_rc: int | None = None
+    load_log: str = ""
+    decoded: int = 0                                            # block tensors compared
+    decode_mismatch: list = field(default_factory=list)
+    encodable: int = 0                                          # tensors of a type with a reference encoder
+    encode_mismatch: list = field(default_factory=list)
+    no_encoder: dict = field(default_factory=dict)              # type -> count of tensors not re-encoded
+
+
+@functools.lru_cache(maxsize=None)
+def row(file_type: str, with_imatrix: bool) -> Row:
+    import gguf
+
+    from qformats.formats import ggml
+    from qformats.validate import validate
+
+    r = Row(file_type + ("+imatrix" if with_imatrix else ""))
+    path, proc = quantized_file(file_type, with_imatrix)
+    r.quantize_rc, r.quantize_log = proc.returncode, (proc.stdout + proc.stderr)[-3000:]
+    if proc.returncode or not path.is_file():
+        return r
+    r.path = path
+
+    report = validate(path, deep=True)
+    r.verdict, r.findings = report.verdict, [f.code for f in report.findings]
+    r.tensors, r.tensors_checked = report.summary.get("tensors", 0), report.summary.get("tensors_checked", 0)
+
+    load = load_and_eval(path)
+    r.load_rc, r.load_log = load.returncode, (load.stdout + load.stderr)[-3000:]
+
+    source, weights = f32_tensors(), importance() if with_imatrix else {}
+    lib = newer_ggml()
+    for t in gguf.GGUFReader(str(path)).tensors:
+        tname = t.tensor_type.name
+        r.tensor_types[tname] = r.tensor_types.get(tname, 0) + 1
+        if tname in PLAIN:
+            continue
+        name = tname.lower()
+        blocks = np.ascontiguousarray(np.array(t.data, np.uint8).reshape(int(np.prod(t.shape[1:])), -1))
+        mine, theirs = ggml.dequantize(name, blocks), lib.dequantize(name, blocks)
+        r.decoded += 1
+        if mine.shape != theirs.shape or not np.array_equal(mine.view(np.uint32), theirs.view(np.uint32)):
+            r.decode_mismatch.append(t.name)
+        bt = ggml.TYPES[name]
+        if bt.quantize is None:
+            r.no_encoder[tname] = r.no_encoder.get(tname, 0) + 1
+            continue
+        w = weights.get(t.name) if bt.importance else None
+        r.encodable += 1
+        if not np.array_equal(ggml.quantize(name, source[t.name], w), blocks):
+            r.encode_mismatch.append(t.name)
+    return r
+
+
+@pytest.mark.parametrize("file_type,with_imatrix", FILE_TYPES, ids=IDS)
+def test_llama_quantize_file(file_type, with_imatrix):
+    """Every file llama-quantize writes: valid to qformats with every tensor checked, loaded and run by
+    llama.cpp with --check-tensors, decoded bit-identically and re-encoded byte-identically by qformats."""
+    r = row(file_type, with_imatrix)
+    assert r.quantize_rc == 0 and r.path is not None, r.quantize_log
+    assert r.verdict == "valid" and not r.findings, (r.verdict, r.findings)
+    assert r.tensors == r.tensors_checked == sum(r.tensor_types.values()) > 0
+    assert r.load_rc == 0, r.load_log
+    assert r.decoded > 0 and not r.decode_mismatch, r.decode_mismatch
+    assert not r.encode_mismatch, r.encode_mismatch
+
+
+def table(rows: list[Row]) -> str:
+    lines = ["| file type | tensor types | qformats verdict (checked/tensors) | llama.cpp load+eval | decode identity "
+             "| encode identity |", "|---|---|---|---|---|---|"]
+    for r in rows:
+        if r.path is None:
+            lines.append(f"| {r.file_type} | llama-quantize failed ({r.quantize_rc}) | | | | |")
+            continue
+        types = ", ".join(f"{k.lower()}×{v}" for k, v in sorted(r.tensor_types.items()))
+        verdict = f"{r.verdict}{' ' + ','.join(r.findings) if r.findings else ''} ({r.tensors_checked}/{r.tensors})"
+        load = "ok" if r.load_rc == 0 else f"exit {r.load_rc}"
+        dec = f"{r.decoded - len(r.decode_mismatch)}/{r.decoded}"
+        enc = f"{r.encodable - len(r.encode_mismatch)}/{r.encodable}"
+        if r.no_encoder:
+            enc += " (no encoder: " + ", ".join(f"{k.lower()}×{v}" for k, v in sorted(r.no_encoder.items())) + ")"
+        lines.append(f"| {r.file_type} | {types} | {verdict} | {load} | {dec} | {enc} |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    if not LLAMA:
+        sys.exit("set QFORMATS_LLAMA_CPP to a llama.cpp build folder")
+    print("ggml:", newer_ggml().version(), "work dir:", workdir())
+    rows = [row(name, im) for name, im in FILE_TYPES]
+    print(table(rows))
+    for r in rows:
+        for what, names in (("decode", r.decode_mismatch), ("encode", r.encode_mismatch)):
+            if names:
+                print(f"{r.file_type}: {what} mismatch on {names}")
+        if r.load_rc:
+            print(f"{r.file_type}: load failed:\n{r.load_log[-1500:]}")
