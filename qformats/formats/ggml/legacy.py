@@ -7,10 +7,17 @@ operation order) are from ggml 0.10.1 (llama.cpp sync 3142f1db) ``src/ggml-commo
 ``src/ggml-quants.c``; the code is qformats' own, vectorized over blocks.
 
 Float32 discipline (as in ``qformats.formats.q4_k.codec``): every C expression is evaluated with exactly
-its float32 rounding steps, in source order, without contraction; C's in-order loops over the 32 weights of
-a block are loops over the in-block axis here (``seq_sum``, running maxima), each step one NumPy operation on
-every block at once. Conversions from float to a small integer type are modelled as the x86-64 build
-compiles them (LEG-1.4): truncate to int32, NaN and out-of-range giving 0x80000000, keep the low byte.
+its float32 rounding steps, in source order, without contraction, each step one NumPy operation on every
+block at once. C's in-order float sums stay in order (the K-quant search's row-by-row sums, ``np.add.accumulate``
+for a row's sum of squares); its running extrema are exact, so they are reductions, with the few blocks where
+the winner of a tie shows in the bits (a zero's sign, +a against -a) redone by the loop's rule. Conversions
+from float to a small integer type are modelled as the x86-64 build compiles them (LEG-1.4): truncate to
+int32, NaN and out-of-range giving 0x80000000, keep the low byte.
+
+Speed: integer and bit work is done on uint32/uint64 words (several codes a word) and 16-byte items
+(NumPy's uint8 shifts and per-block broadcasts over 16-wide views are slow); the reference encoders work on
+"stacks" (``_stacked``): the 4-weight groups of every block side by side, so per-block scales repeat over
+long contiguous rows instead of broadcasting over 32-wide ones.
 """
 
 from __future__ import annotations
@@ -18,8 +25,8 @@ from __future__ import annotations
 import numpy as np
 
 from ...containers.ggml_types import GGML_TYPES
-from ...numerics import nearest_int
-from ..q4_k.codec import affine_search, seq_sum
+from ..q4_k.codec import affine_search
+from .kmachinery_qx import make_qx_quants as _search_qx
 from .base import F32, BlockType, fp16_field
 
 __all__ = ["TYPES", "unpack_nibbles", "pack_nibbles", "unpack_fifth_bits", "pack_fifth_bits", "c_int8", "roundf",
@@ -27,7 +34,8 @@ __all__ = ["TYPES", "unpack_nibbles", "pack_nibbles", "unpack_fifth_bits", "pack
 
 QK = 32                 # weights per block, QK4_0 = QK4_1 = QK5_0 = QK5_1 = QK8_0 = QK8_1
 HALF = QK // 2
-_CHUNK = 8192           # blocks per encoder pass: the (32, S) work arrays stay in cache
+_CHUNK = 8192           # blocks per importance-encoder pass: the (32, S) work arrays stay in cache
+_REF_CHUNK = 16384      # blocks per reference-encoder pass
 
 # bytes per block, from the one geometry table; the struct arithmetic is checked against it (LEG-2.1 ..)
 SIZE = {t.name.lower(): t.type_size for t in GGML_TYPES.values() if t.block_size == QK}
@@ -106,7 +114,13 @@ def fp16_bits_ggml(v: np.ndarray) -> np.ndarray:
 
 
 def _put_fp16(out: np.ndarray, offset: int, v: np.ndarray) -> None:
-    out[:, offset:offset + 2] = fp16_bits_ggml(v).astype("<u2").reshape(-1, 1).view(np.uint8)
+    """``GGML_FP32_TO_FP16(v)`` into bytes ``offset``, ``offset + 1`` of every (contiguous) block row."""
+    v = np.asarray(v, F32)
+    bits = v.astype("<f2").view(np.uint16)
+    nan = np.isnan(v)
+    if nan.any():
+        bits = fp16_bits_ggml(v)
+    out[:, offset:offset + 2].view("<u2")[:, 0] = bits
 
 
 def _inverse(d: np.ndarray) -> np.ndarray:
@@ -152,15 +166,14 @@ def _f16_column(blk: np.ndarray, offset: int) -> np.ndarray:
 def _nibble_words(blk: np.ndarray, qs_at: int, part: slice) -> np.ndarray:
     """The 32 nibble codes of blocks ``part`` in element order as (k, 4) uint64 (8 uint8 codes a word):
     words 0-1 the low nibbles of qs (elements 0..15), words 2-3 the high ones (elements 16..31)."""
-    qs = blk[part, qs_at:qs_at + HALF]
-    k = qs.shape[0]
-    v = np.empty((k, 2), np.uint64)
-    v.view(np.uint8)[...] = qs
-    c = np.empty((k, 4), np.uint64)
+    qs = blk[part, qs_at:qs_at + HALF].view("V16")       # (k, 1): one 16-byte item a block, copied whole
+    v = np.empty((qs.shape[0], 2), np.uint64)
+    v.view("V16")[...] = qs
+    c = np.empty((qs.shape[0], 4), np.uint64)
     wide = c.view("V16")                                  # (k, 2): one 16-byte item per half
-    wide[:, 0] = v.view("V16")[:, 0]
+    wide[:, :1] = qs
     np.right_shift(v, _U4, out=v)
-    wide[:, 1] = v.view("V16")[:, 0]
+    wide[:, 1:] = v.view("V16")
     np.bitwise_and(c, _LOW4, out=c)
     return c
 
@@ -183,7 +196,8 @@ def _decode_nibbles(qs_at: int, qh_at: int | None, signed: bool, affine: bool):
                 np.bitwise_xor(c, np.uint64(0x8080808080808080), out=c)
             codes = c.view(np.int8 if signed else np.uint8)
             y = out[part]
-            np.multiply(codes, d[part], out=y)            # x0*d: the code widens exactly, one rounding
+            np.copyto(y, codes.reshape(y.shape), casting="unsafe")    # the code widens exactly
+            np.multiply(y, d[part], out=y)                # x0*d: one rounding
             if affine:
                 np.add(y, m[part], out=y)                 # (x0*d) + m
         return out
@@ -204,7 +218,9 @@ def _decode_q8(qs_at: int):
         qs = blk[:, qs_at:qs_at + QK].view(np.int8)
         for start in range(0, nb, _DECODE_CHUNK):
             part = slice(start, min(start + _DECODE_CHUNK, nb))
-            np.multiply(qs[part], d[part], out=out[part])
+            y = out[part]
+            np.copyto(y, qs[part], casting="unsafe")      # int8 -> float32, exact
+            np.multiply(y, d[part], out=y)
         return out
     return decode
 
@@ -218,22 +234,60 @@ def _dm(second: str):
 
 
 # ---------------------------------------------------------------------------------------------
-# block assembly, shared by both encoder paths: d (B,), m (B,) or None, codes (B, 32) int
+# block assembly, shared by both encoder paths: d (B,), m (B,) or None, codes (B, 32) integers whose
+# low byte is what C stores (uint8 from the reference path, int32 0 .. 2*nmax-1 from the importance path)
 # ---------------------------------------------------------------------------------------------
+
+
+def _code_bytes(q: np.ndarray) -> np.ndarray:
+    """The codes' low bytes as a C-contiguous (B, 32) uint8 array (an int -> uint8 cast keeps the low byte)."""
+    return np.ascontiguousarray(q if q.dtype == np.uint8 else q.astype(np.uint8))
+
+
+def _put_nibbles(out: np.ndarray, at: int, q: np.ndarray, mask_low: bool) -> None:
+    """``qs[j] = lo | (hi << 4)`` (uint8) with lo = code j (``& 0x0F`` if ``mask_low``), hi = code j + 16,
+    8 bytes a uint64 word: the two halves are copied out whole, the shift masked so no bit crosses a byte."""
+    w = q.view(np.uint64)                                  # (B, 4): words 0-1 elements 0..15, 2-3 16..31
+    halves = w.view("V16")                                 # (B, 2)
+    lo = np.empty((q.shape[0], 2), np.uint64)
+    hi = np.empty((q.shape[0], 2), np.uint64)
+    lo.view("V16")[...] = halves[:, :1]
+    hi.view("V16")[...] = halves[:, 1:]
+    np.bitwise_and(hi, _LOW4, out=hi)
+    np.left_shift(hi, _U4, out=hi)
+    if mask_low:
+        np.bitwise_and(lo, _LOW4, out=lo)
+    np.bitwise_or(lo, hi, out=lo)
+    out[:, at:at + HALF].view("V16")[...] = lo.view("V16")
+
+
+_BIT4 = np.uint64(0x0101010101010101)
+_GATHER = np.uint64(0x0102040810204080)     # byte i of the bit-4 word -> bit 56 + i of the product
+_U56 = np.uint64(56)
+
+
+def _put_fifth_bits(out: np.ndarray, at: int, q: np.ndarray) -> None:
+    """``qh``: bit e of the little-endian u32 = bit 4 of code e; 8 codes a word gather into one byte."""
+    w = np.right_shift(q.view(np.uint64), _U4)
+    np.bitwise_and(w, _BIT4, out=w)
+    np.multiply(w, _GATHER, out=w)                         # no carries: every partial product is its own bit
+    np.right_shift(w, _U56, out=w)
+    out[:, at:at + 4] = w
 
 
 def _assemble_q4_0(d, _m, q):
     out = np.empty((q.shape[0], 2 + HALF), np.uint8)
     _put_fp16(out, 0, d)
-    out[:, 2:] = pack_nibbles(q[:, :HALF], q[:, HALF:])
+    _put_nibbles(out, 2, _code_bytes(q), mask_low=False)
     return out
 
 
 def _assemble_q5_0(d, _m, q):
+    q = _code_bytes(q)
     out = np.empty((q.shape[0], 2 + 4 + HALF), np.uint8)
     _put_fp16(out, 0, d)
-    out[:, 2:6] = pack_fifth_bits(q)
-    out[:, 6:] = pack_nibbles(q[:, :HALF] & 15, q[:, HALF:] & 15)
+    _put_fifth_bits(out, 2, q)
+    _put_nibbles(out, 6, q, mask_low=True)
     return out
 
 
@@ -241,111 +295,273 @@ def _assemble_q4_1(d, m, q):
     out = np.empty((q.shape[0], 4 + HALF), np.uint8)
     _put_fp16(out, 0, d)
     _put_fp16(out, 2, m)
-    out[:, 4:] = pack_nibbles(q[:, :HALF], q[:, HALF:])
+    _put_nibbles(out, 4, _code_bytes(q), mask_low=False)
     return out
 
 
 def _assemble_q5_1(d, m, q):
+    q = _code_bytes(q)
     out = np.empty((q.shape[0], 4 + 4 + HALF), np.uint8)
     _put_fp16(out, 0, d)
     _put_fp16(out, 2, m)
-    out[:, 4:8] = pack_fifth_bits(q)
-    out[:, 8:] = pack_nibbles(q[:, :HALF] & 15, q[:, HALF:] & 15)
+    _put_fifth_bits(out, 4, q)
+    _put_nibbles(out, 8, q, mask_low=True)
     return out
 
 
 # ---------------------------------------------------------------------------------------------
 # reference encoders, quantize_row_*_ref (LEG-2.4 .. LEG-7.3); x is (B, 32) float32
 # ---------------------------------------------------------------------------------------------
+#
+# C's in-order loops over a block keep running extrema; their values are order-free (a maximum is exact),
+# only which element wins a tie is not, and a tie only changes the result's bits between +0 and -0 or
+# between +a and -a. So the extrema are NumPy reductions, and the few blocks where a tie could matter are
+# redone by the element loop's rule. The reductions propagate NaN, which marks the blocks holding one;
+# those are redone with fmin/fmax (a NaN never wins a C comparison).
+#
+# The codes' conversion (int8_t)v is NumPy's float -> int8 cast where every v of the chunk lies strictly
+# inside (-129, 128): plain truncation, defined. That holds without looking at v when the chunk holds no
+# NaN and every block's scale and inverse scale are finite, since |x| is bounded by the block's extrema
+# (|x*id| <= nmax up to a few roundings); any other chunk (NaN, inf, huge, subnormal scales) checks v and,
+# where needed, takes c_int8's full model (LEG-1.4).
+
+_FLT_MAX = np.finfo(F32).max
 
 
-def _signed_absmax(x: np.ndarray) -> np.ndarray:
-    """``amax = 0; max = 0; for j: if (amax < fabsf(x[j])) { amax = fabsf(x[j]); max = x[j]; }`` -> max."""
-    amax = np.zeros(x.shape[0], F32)
-    mx = np.zeros(x.shape[0], F32)
-    for j in range(QK):
-        a = np.abs(x[:, j])
-        take = amax < a                 # strict: the first of equal magnitudes wins; NaN never does
-        amax = np.where(take, a, amax)
-        mx = np.where(take, x[:, j], mx)
-    return mx
+def _trunc_int8(v: np.ndarray, cap: int | None, bounded: bool) -> np.ndarray:
+    """``(int8_t)v`` for float32 ``v`` (``MIN(cap, (int8_t)v)`` with ``cap``), as int8 (LEG-1.4).
+
+    Where every v lies in (-129, 128) the cast is plain truncation. ``bounded`` promises that, and more:
+    ``0 <= trunc(v) <= cap + 1`` (``cap + 1`` a power of two), so MIN only turns cap + 1 into cap (the
+    reference encoders' v lie within a few roundings of [0.5, 2*nmax + 0.5] or [0.5, nmax + 0.5]).
+    """
+    if bounded:
+        q = v.astype(np.int8)
+        if cap is not None:                     # here 0 <= trunc(v) <= cap + 1 = 2^k: q - (q >> k), per byte
+            u = q.view(np.uint32)               # 4 codes a word: each byte's bit k, no borrows
+            top = np.right_shift(u, np.uint32(cap.bit_length()))
+            np.bitwise_and(top, np.uint32(0x01010101), out=top)
+            np.subtract(u, top, out=u)
+        return q
+    if v.min() > F32(-129) and v.max() < F32(128):     # NaN fails both tests
+        q = v.astype(np.int8)
+    else:
+        q = c_int8(v).astype(np.int8)
+    return q if cap is None else np.minimum(q, np.int8(cap), out=q)
 
 
-def _min_max(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``min = FLT_MAX; max = -FLT_MAX; for j: if (v < min) min = v; if (v > max) max = v;``"""
-    flt_max = np.finfo(F32).max
-    mn = np.full(x.shape[0], flt_max, F32)
-    mx = np.full(x.shape[0], -flt_max, F32)
-    for j in range(QK):
-        mn = np.where(x[:, j] < mn, x[:, j], mn)
-        mx = np.where(x[:, j] > mx, x[:, j], mx)
-    return mn, mx
+def _finite(*arrays: np.ndarray) -> bool:
+    return all(bool(np.isfinite(a).all()) for a in arrays)
+
+
+def _stacked(x: np.ndarray) -> np.ndarray:
+    """(B, 32) float32 -> (8, 4B) float32 with ``g[s, 4b + t] = x[b, 4s + t]``: the 4-weight groups of every
+    block stacked by position (one strided copy of 16-byte items). Element-wise work on ``g`` with
+    per-block values repeated 4 times runs on long contiguous rows."""
+    stacks = np.empty((QK // 4, x.shape[0]), "V16")
+    stacks[...] = np.ascontiguousarray(x).view("V16").T
+    return stacks.view(x.dtype).reshape(QK // 4, x.shape[0] * 4)
+
+
+def _stack_reduce(g: np.ndarray, f) -> np.ndarray:
+    """Per-block ``f.reduce`` over the 32 weights, from the stacks, for order-free ``f`` (maximum, minimum):
+    element-wise halvings across the stacks, then the 4 lanes of each block pairwise."""
+    r = f(g[:4], g[4:])
+    f(r[:2], r[2:], out=r[:2])
+    r = f(r[0], r[1])
+    for _ in range(2):
+        r = f(r[0::2], r[1::2])
+    return r
+
+
+def _block_reduce(x: np.ndarray, *ufuncs) -> list[np.ndarray]:
+    """Per-block ``ufunc.reduce`` over the 32 weights of (B, 32) float32 ``x`` (order-free ufuncs)."""
+    g = _stacked(x)
+    return [_stack_reduce(g, f) for f in ufuncs]
+
+
+def _first_equal(x: np.ndarray, rows: np.ndarray, value: np.ndarray) -> np.ndarray:
+    """For each row in ``rows``, the first x[row, j] with ``x == value``."""
+    sub = x[rows]
+    return sub[np.arange(rows.size), (sub == value[:, None]).argmax(axis=1)]
+
+
+def _extrema(x: np.ndarray, g: np.ndarray) -> tuple[np.ndarray, np.ndarray, bool]:
+    """Each block's largest and smallest non-NaN weight (NaN where all are NaN), and whether no NaN
+    was seen; ``g`` is ``_stacked(x)``."""
+    top, bottom = _stack_reduce(g, np.maximum), _stack_reduce(g, np.minimum)
+    nan = np.flatnonzero(np.isnan(top))         # maximum/minimum propagate NaN: the blocks holding one
+    if nan.size:
+        sub = x[nan]
+        top[nan] = np.fmax.reduce(sub, axis=1)
+        bottom[nan] = np.fmin.reduce(sub, axis=1)
+    return top, bottom, nan.size == 0
+
+
+def _signed_absmax(x: np.ndarray, g: np.ndarray) -> tuple[np.ndarray, bool]:
+    """``amax = 0; max = 0; for j: if (amax < fabsf(x[j])) { amax = fabsf(x[j]); max = x[j]; }`` -> max,
+    and whether the chunk is free of NaN."""
+    top, bottom, clean = _extrema(x, g)
+    neg = -bottom
+    mx = np.where(neg > top, bottom, top)       # the one of larger magnitude
+    amax = np.fmax(top, neg)
+    mx[~(amax > 0)] = 0                         # no |x[j]| above +0: max stays +0 (all NaN included)
+    tie = np.flatnonzero((neg == top) & (amax > 0))
+    if tie.size:                                # +a and -a both present: the first one wins
+        sub = x[tie]
+        mx[tie] = sub[np.arange(tie.size), (np.abs(sub) == amax[tie, None]).argmax(axis=1)]
+    return mx, clean
+
+
+def _min_max(x: np.ndarray, g: np.ndarray) -> tuple[np.ndarray, np.ndarray, bool]:
+    """``min = FLT_MAX; max = -FLT_MAX; for j: if (v < min) min = v; if (v > max) max = v;``, and whether
+    the chunk is free of NaN."""
+    mx, mn, clean = _extrema(x, g)
+    if not clean:
+        np.fmin(mn, _FLT_MAX, out=mn)           # the starting values: what all-NaN blocks keep
+        np.fmax(mx, -_FLT_MAX, out=mx)
+    for v in (mn, mx):                          # a zero extremum: the first zero's sign
+        z = np.flatnonzero(v == 0)
+        if z.size:
+            v[z] = _first_equal(x, z, v[z])
+    return mn, mx, clean
+
+
+def _per_lane(v: np.ndarray) -> np.ndarray:
+    """A per-block (B,) value repeated for the 4 lanes of each stack row: (1, 4B)."""
+    return np.repeat(v, 4)[None, :]
 
 
 def _ref_symmetric(x: np.ndarray, nmax: int) -> tuple[np.ndarray, np.ndarray]:
     """q4_0 (nmax 8) / q5_0 (nmax 16): ``d = max / -nmax``; code ``MIN(2nmax-1, (int8_t)(x*id + nmax+0.5f))``
-    as a uint8 (a negative int8 wraps). Returns (d, codes (B, 32) int32 in 0..255)."""
-    d = _signed_absmax(x) / F32(-nmax)
-    idv = _inverse(d)[:, None]
-    q = np.minimum(2 * nmax - 1, c_int8(x * idv + F32(nmax + 0.5)))
-    return d, q & 0xFF
+    as a uint8 (a negative int8 wraps). Returns (d, codes (8, 4B) uint8 in the stacked layout)."""
+    g = _stacked(x)
+    mx, clean = _signed_absmax(x, g)
+    d = mx / F32(-nmax)
+    idv = _inverse(d)
+    np.multiply(g, _per_lane(idv), out=g)
+    np.add(g, F32(nmax + 0.5), out=g)
+    return d, _trunc_int8(g, 2 * nmax - 1, clean and _finite(mx, idv)).view(np.uint8)
 
 
-def _ref_affine(x: np.ndarray, nmax: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _ref_affine(x: np.ndarray, nmax: int, cap: int | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """q4_1 (nmax 15) / q5_1 (nmax 31): ``d = (max - min) / nmax``; codes ``(int8_t)((x - min)*id + 0.5f)``.
-    Returns (d, min, codes (B, 32) int32)."""
-    mn, mx = _min_max(x)
+    Returns (d, min, codes (8, 4B) uint8 in the stacked layout)."""
+    g = _stacked(x)
+    mn, mx, clean = _min_max(x, g)
     d = (mx - mn) / F32(nmax)
-    idv = _inverse(d)[:, None]
-    return d, mn, c_int8((x - mn[:, None]) * idv + F32(0.5))
+    idv = _inverse(d)
+    np.subtract(g, _per_lane(mn), out=g)
+    np.multiply(g, _per_lane(idv), out=g)
+    np.add(g, F32(0.5), out=g)
+    return d, mn, _trunc_int8(g, cap, clean and _finite(mn, d, idv)).view(np.uint8)
+
+
+def _stacked_nibbles(out: np.ndarray, at: int, c: np.ndarray, mask_low: bool) -> None:
+    """qs from stacked codes (8, 4B) uint8: ``qs[j] = lo | (hi << 4)``, code j (stack j // 4) low and code
+    j + 16 (stack j // 4 + 4) high; 4 bytes of qs a stack row, written as uint32 items."""
+    c = c.view(np.uint32)                       # 4 codes a word (NumPy's uint8 shifts are slow)
+    words = np.left_shift(c[4:], np.uint32(4))
+    np.bitwise_and(words, np.uint32(0xF0F0F0F0), out=words)
+    np.bitwise_or(words, np.bitwise_and(c[:4], np.uint32(0x0F0F0F0F)) if mask_low else c[:4], out=words)
+    qs = out[:, at:at + HALF].view(np.uint32)
+    for s in range(4):                          # one long strided copy a stack row (not B short ones)
+        qs[:, s] = words[s]
+
+
+def _stacked_fifth_bits(out: np.ndarray, at: int, c: np.ndarray) -> None:
+    """qh from stacked codes: bit e = bit 4 of code e; stack s holds codes 4s .. 4s+3, one uint32 each."""
+    w = np.right_shift(c.view(np.uint32), np.uint32(4))          # (8, B)
+    np.bitwise_and(w, np.uint32(0x01010101), out=w)
+    np.multiply(w, np.uint32(0x01020408), out=w)                 # byte t's bit -> bit 24 + t, no carries
+    np.right_shift(w, np.uint32(24), out=w)
+    qh = w[0].copy()
+    for s in range(1, QK // 4):
+        np.bitwise_or(qh, np.left_shift(w[s], np.uint32(4 * s)), out=qh)
+    out[:, at:at + 4].view(np.uint32)[:, 0] = qh
 
 
 def _ref_q4_0(x: np.ndarray) -> np.ndarray:
-    d, q = _ref_symmetric(x, 8)
-    return _assemble_q4_0(d, None, q)
+    d, c = _ref_symmetric(x, 8)
+    out = np.empty((x.shape[0], 2 + HALF), np.uint8)
+    _put_fp16(out, 0, d)
+    _stacked_nibbles(out, 2, c, mask_low=False)
+    return out
 
 
 def _ref_q5_0(x: np.ndarray) -> np.ndarray:
-    d, q = _ref_symmetric(x, 16)
-    return _assemble_q5_0(d, None, q)
+    d, c = _ref_symmetric(x, 16)
+    out = np.empty((x.shape[0], 2 + 4 + HALF), np.uint8)
+    _put_fp16(out, 0, d)
+    _stacked_fifth_bits(out, 2, c)
+    _stacked_nibbles(out, 6, c, mask_low=True)
+    return out
 
 
 def _ref_q4_1(x: np.ndarray) -> np.ndarray:
-    d, mn, q = _ref_affine(x, 15)
-    return _assemble_q4_1(d, mn, np.minimum(15, q) & 0xFF)       # uint8_t xi = MIN(15, (int8_t)(...))
+    d, mn, c = _ref_affine(x, 15, 15)                             # uint8_t xi = MIN(15, (int8_t)(...))
+    out = np.empty((x.shape[0], 4 + HALF), np.uint8)
+    _put_fp16(out, 0, d)
+    _put_fp16(out, 2, mn)
+    _stacked_nibbles(out, 4, c, mask_low=False)
+    return out
 
 
 def _ref_q5_1(x: np.ndarray) -> np.ndarray:
-    d, mn, q = _ref_affine(x, 31)
-    return _assemble_q5_1(d, mn, q & 0xFF)                        # uint8_t xi = (uint8_t)(...): no MIN here
+    d, mn, c = _ref_affine(x, 31, None)                           # uint8_t xi = (uint8_t)(...): no MIN here
+    out = np.empty((x.shape[0], 4 + 4 + HALF), np.uint8)
+    _put_fp16(out, 0, d)
+    _put_fp16(out, 2, mn)
+    _stacked_fifth_bits(out, 4, c)
+    _stacked_nibbles(out, 8, c, mask_low=True)
+    return out
+
+
+_HALF_DOWN = np.nextafter(F32(0.5), F32(0))    # 0.49999997f
 
 
 def _q8_scale(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``amax = 0; for j: amax = MAX(amax, fabsf(x[j]))`` (``MAX(a, b) = a > b ? a : b``: a NaN ``|x[j]|``
-    replaces amax, and the next element replaces the NaN); ``d = amax / 127``; codes ``roundf(x*id)``."""
-    amax = np.zeros(x.shape[0], F32)
-    for j in range(QK):
-        a = np.abs(x[:, j])
-        amax = np.where(amax > a, amax, a)
+    replaces amax, and the next element replaces the NaN); ``d = amax / 127``; codes ``roundf(x*id)``.
+    Returns (d, codes (B, 32) int8)."""
+    amax, = _block_reduce(np.abs(x), np.maximum)  # NaN-free blocks: the running MAX is the maximum
+    nan = np.flatnonzero(np.isnan(amax))
+    if nan.size:                                # a NaN restarts the running MAX: the C loop, on those blocks
+        a = np.abs(x[nan])
+        run = np.zeros(nan.size, F32)
+        for j in range(QK):
+            aj = a[:, j]
+            run = np.where(run > aj, run, aj)
+        amax[nan] = run
     d = amax / F32(127)
-    return d, c_int8(roundf(x * _inverse(d)[:, None]))
+    idv = _inverse(d)
+    v = x * idv[:, None]
+    # |v| <= 127 up to roundings where nothing is NaN and amax, id are finite; else look
+    if (nan.size == 0 and _finite(amax, idv)) or (v.min() > F32(-128) and v.max() < F32(127.5)):
+        # roundf(v) = trunc(v + copysign(0.49999997f, v)) for |v| < 2^23: the sum rounds to at most
+        # the next integer exactly when |frac(v)| >= 0.5 (0.49999997 itself stays below 1)
+        h = np.bitwise_and(v.view(np.uint32), np.uint32(0x80000000))      # copysign(0.49999997f, v)
+        np.bitwise_or(h, _HALF_DOWN.view(np.uint32), out=h)
+        np.add(v, h.view(F32), out=v)
+        return d, v.astype(np.int8)
+    return d, c_int8(roundf(v)).astype(np.int8)
 
 
 def _ref_q8_0(x: np.ndarray) -> np.ndarray:
     d, q = _q8_scale(x)
     out = np.empty((x.shape[0], 2 + QK), np.uint8)
     _put_fp16(out, 0, d)
-    out[:, 2:] = q.astype(np.int8).view(np.uint8)
+    out[:, 2:].view("V32")[...] = q.view("V32")
     return out
 
 
 def _ref_q8_1(x: np.ndarray) -> np.ndarray:
     d, q = _q8_scale(x)
-    s = q.sum(axis=1, dtype=np.int64).astype(F32) * d     # int sum (exact), then (float)sum * d
+    s = q.sum(axis=1, dtype=np.int32).astype(F32) * d     # int sum (exact), then (float)sum * d
     out = np.empty((x.shape[0], 4 + QK), np.uint8)
     _put_fp16(out, 0, d)
     _put_fp16(out, 2, s)
-    out[:, 4:] = q.astype(np.int8).view(np.uint8)
+    out[:, 4:].view("V32")[...] = q.view("V32")
     return out
 
 
@@ -357,53 +573,52 @@ def _ref_q8_1(x: np.ndarray) -> np.ndarray:
 def make_qx_quants(x: np.ndarray, w: np.ndarray, nmax: int) -> tuple[np.ndarray, np.ndarray]:
     """ggml ``make_qx_quants(32, nmax, x, L, rmse_type = 1, qw = w)`` on (32, S) columns (LEG-1.5).
 
-    Returns ``(scale (S,), L (32, S) int32 codes in 0 .. 2*nmax-1)``.
+    Returns ``(scale (S,), L (32, S) int32 codes in 0 .. 2*nmax-1)``. The search is the K-quants' one
+    (``kmachinery_qx.make_qx_quants``, the same C function): its 19 trials run side by side, each sum
+    accumulated in C's order over the 32 weights.
     """
-    amax = np.zeros(x.shape[1], F32)
-    mx = np.zeros(x.shape[1], F32)
-    for i in range(x.shape[0]):
-        ax = np.abs(x[i])
-        take = ax > amax
-        amax = np.where(take, ax, amax)
-        mx = np.where(take, x[i], mx)
-    all_zero = amax < F32(1e-15)                   # GROUP_MAX_EPS
+    with np.errstate(all="ignore"):
+        return _search_qx(x, nmax, w)
 
-    wx = w * x
 
-    def trial(iscale):
-        lv = np.clip(nearest_int(iscale * x), -nmax, nmax - 1)
-        lf = lv.astype(F32)
-        return lv, seq_sum(wx * lf), seq_sum((w * lf) * lf)          # (w*x[i])*l, (w*l)*l
-
-    lv, sumlx, suml2 = trial(F32(-nmax) / mx)
-    L = lv + nmax
-    scale = np.where(suml2 != 0, sumlx / suml2, F32(0))
-    best = scale * sumlx
-    for step in (*range(-9, 0), *range(1, 10)):
-        lv, sumlx, suml2 = trial(-(F32(nmax) + F32(0.1) * F32(step)) / mx)
-        better = (suml2 > 0) & (sumlx * sumlx > best * suml2)
-        L = np.where(better, lv + nmax, L)
-        scale = np.where(better, sumlx / suml2, scale)
-        best = np.where(better, scale * sumlx, best)
-    return np.where(all_zero, F32(0), scale), np.where(all_zero, 0, L)
+def _transposed(a: np.ndarray) -> np.ndarray:
+    """(B, 32) -> its (32, B) transpose, C-contiguous. float32 goes in two strided copies (16-byte groups of
+    four weights, then the four within each group), cheaper than one element-wise transposing copy."""
+    if a.dtype != F32:
+        return np.ascontiguousarray(a.T)
+    b = a.shape[0]
+    groups = np.empty((QK // 4, b), "V16")
+    groups[...] = np.ascontiguousarray(a).view("V16").T
+    out = np.empty((QK // 4, 4, b), F32)
+    out[...] = groups.view(F32).reshape(QK // 4, b, 4).transpose(0, 2, 1)
+    return out.reshape(QK, b)
 
 
 def _row_weights(x: np.ndarray, qw: np.ndarray) -> np.ndarray:
     """``sigma2 = sum_x2 / n`` over each whole row (in order), then ``qw[j] * sqrtf(sigma2 + x[j]*x[j])``.
 
-    ``x``: (rows, n) float32; ``qw``: (n,) float32. Returns (rows, n) float32.
+    ``x``: (rows, n) float32; ``qw``: (n,) float32. Returns (rows, n) float32. ``sum_x2 += x[j]*x[j]``
+    is ``np.add.accumulate``: sequential by definition (r[j] = r[j-1] + t[j]), C's order and roundings.
     """
     n = x.shape[1]
-    sum_x2 = seq_sum(x[:, j] * x[:, j] for j in range(n))
+    x2 = x * x
+    sum_x2 = np.add.accumulate(x2, axis=1, dtype=F32)[:, -1]
     sigma2 = (sum_x2 / F32(n))[:, None]
-    return qw[None, :] * np.sqrt(sigma2 + x * x)
+    np.add(x2, sigma2, out=x2)
+    np.sqrt(x2, out=x2)
+    return np.multiply(x2, qw[None, :], out=x2)
+
+
+def _codes_by_block(L: np.ndarray) -> np.ndarray:
+    """(32, S) integer codes 0..255 (int or exact float) -> (S, 32) uint8."""
+    return _transposed(L.astype(np.uint8))
 
 
 def _impl_symmetric(nmax: int, assemble):
     """q4_0 / q5_0 ``_impl``: ``d = make_qx_quants(32, nmax, ...)``; codes are the search's L, not requantized."""
     def encode(xc: np.ndarray, wc: np.ndarray) -> np.ndarray:     # (32, S) columns
-        d, L = make_qx_quants(xc, wc, nmax)
-        return assemble(d, None, L.T)
+        d, L = _search_qx(xc, nmax, wc)
+        return assemble(d, None, _codes_by_block(L))
     return encode
 
 
@@ -412,7 +627,7 @@ def _impl_affine(nmax: int, assemble):
     ``d = fp16(scale)``, ``m = fp16(-the_min)``."""
     def encode(xc: np.ndarray, wc: np.ndarray) -> np.ndarray:
         scale, the_min, L = affine_search(xc, wc, nmax=nmax, rmin=-0.9, rdelta=0.05, nstep=36, degenerate_le=True)
-        return assemble(scale, -the_min, L.T.astype(np.int32))
+        return assemble(scale, -the_min, _codes_by_block(L))
     return encode
 
 
@@ -421,10 +636,12 @@ def _impl_affine(nmax: int, assemble):
 # ---------------------------------------------------------------------------------------------
 
 
-def _chunked(nblocks: int, size: int, encode) -> np.ndarray:
+def _chunked(nblocks: int, size: int, encode, chunk: int) -> np.ndarray:
+    if nblocks <= chunk:
+        return encode(slice(0, nblocks))
     out = np.empty((nblocks, size), np.uint8)
-    for start in range(0, nblocks, _CHUNK):
-        part = slice(start, min(start + _CHUNK, nblocks))
+    for start in range(0, nblocks, chunk):
+        part = slice(start, min(start + chunk, nblocks))
         out[part] = encode(part)
     return out
 
@@ -436,11 +653,11 @@ def _encoder(size: int, ref, impl=None):
         rows, n = x.shape
         xb = x.reshape(-1, QK)
         if importance is None:
-            out = _chunked(xb.shape[0], size, lambda part: ref(xb[part]))
+            out = _chunked(xb.shape[0], size, lambda part: ref(xb[part]), _REF_CHUNK)
         else:
             wb = _row_weights(x, importance).reshape(-1, QK)
-            out = _chunked(xb.shape[0], size, lambda part: impl(np.ascontiguousarray(xb[part].T),
-                                                                np.ascontiguousarray(wb[part].T)))
+            out = _chunked(xb.shape[0], size, lambda part: impl(_transposed(xb[part]), _transposed(wb[part])),
+                           _CHUNK)
         return out.reshape(rows, n // QK * size)
     return quantize
 

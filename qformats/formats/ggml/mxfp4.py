@@ -44,9 +44,48 @@ def unpack_codes(qs: np.ndarray) -> np.ndarray:
     return np.concatenate([qs & 0x0F, qs >> 4], axis=1)
 
 
+_DECODE_BLOCKS = 8192
+_V16 = np.dtype("V16")
+_NIBBLE_SHIFTS = np.array([0, 4], np.uint8)[:, None]
+
+
 def _decode(blk: np.ndarray) -> np.ndarray:
+    """``kvalues_mxfp4[c] * ggml_e8m0_to_fp32_half(e)``: the code's value as a small integer (int8, exact),
+    widened and multiplied once by the block's float32 scale, over chunks of whole contiguous blocks."""
+    blk = np.ascontiguousarray(blk)
+    nb = blk.shape[0]
+    out = np.empty((nb, QK), F32)
+    if nb == 0:
+        return out
     d = E8M0_HALF[blk[:, 0]][:, None]
-    return _KF[unpack_codes(blk[:, 1:])] * d          # x0 * d: int8 widened to float, one rounding
+    size = 1 + QK // 2
+    chunk = min(nb, _DECODE_BLOCKS)
+    c_buf = np.empty(2 * chunk * size, np.uint8)           # nibble codes, then kvalues (int8)
+    s_buf = np.empty(2 * chunk * size, np.uint8)           # sign bit
+    t_buf = np.empty(2 * chunk * size, np.uint8)
+    u_buf = np.empty(2 * chunk * size, np.uint8)
+    w_buf = np.empty((chunk, QK), np.int8)
+    for s in range(0, nb, chunk):
+        n = min(chunk, nb - s)
+        c, sg, t, u = (b[:2 * n * size].reshape(2, n * size) for b in (c_buf, s_buf, t_buf, u_buf))
+        np.right_shift(blk[s:s + n].reshape(1, -1), _NIBBLE_SHIFTS, out=c)   # low nibble row, high nibble row
+        np.bitwise_and(c, 15, out=c)
+        np.right_shift(c, 3, out=sg)                        # code bit 3: the sign
+        np.bitwise_and(c, 7, out=c)                         # m: 0 1 2 3 4 5 6 7
+        np.greater(c, 4, out=t.view(np.bool_))
+        np.subtract(c, 4, out=u)
+        np.multiply(t, u, out=t)                            # m > 4: m - 4, else 0
+        np.add(c, t, out=c)                                 #        0 1 2 3 4 6 8 10
+        np.greater(c, 9, out=t.view(np.bool_))
+        np.add(c, t, out=c)
+        np.add(c, t, out=c)                                 # |kvalue|: 0 1 2 3 4 6 8 12
+        np.negative(sg.view(np.int8), out=t.view(np.int8))  # 0 or -1
+        np.bitwise_xor(c, t, out=c)
+        np.add(c, sg, out=c)                                # two's complement negation where the sign is set
+        w = w_buf[:n]
+        np.copyto(w.view(_V16), c.reshape(2, n, size)[:, :, 1:].view(_V16).reshape(2, n).T)
+        np.multiply(w, d[s:s + n], out=out[s:s + n])        # x0 * d: int8 widened to float, one rounding
+    return out
 
 
 def _scales(blk: np.ndarray) -> dict[str, np.ndarray]:
@@ -85,7 +124,8 @@ def _best_index(x: np.ndarray, d: np.ndarray) -> np.ndarray:
     return best
 
 
-def _encode(xb: np.ndarray) -> np.ndarray:
+def _encode_by_search(xb: np.ndarray) -> np.ndarray:
+    """``quantize_row_mxfp4_ref`` transcribed: running amax, then the 16-way search for every element."""
     amax = np.zeros(xb.shape[0], F32)
     a = np.abs(xb)
     for j in range(QK):
@@ -95,6 +135,59 @@ def _encode(xb: np.ndarray) -> np.ndarray:
     out = np.empty((xb.shape[0], 1 + QK // 2), np.uint8)
     out[:, 0] = e
     out[:, 1:] = codes[:, :16] | (codes[:, 16:] << 4)
+    return out
+
+
+# The search as a table (MX-1.5). In a block with finite amax >= 2^-100 and e <= 252, d = 2^(e - 128) is a
+# normal power of two with amax < 16 d (floor(log2f(amax)) is E or E + 1 for amax in [2^E, 2^(E+1))) and
+# every kvalues[i] * d is exact and finite. For x >= 0 between grid points v_i <= x <= v_(i+1) of
+# 0, 1, 2, 3, 4, 6, 8, 12 (times d), both differences are exact (Sterbenz: v_(i+1) <= 2 v_i for i >= 1;
+# d - x is exact for x >= d/2, and for x < d/2 code 0's error x is below RN(d - x) >= d/2); every other
+# grid point is at least d farther, far more than the rounding of values below 32 d can close. So the
+# first minimum is i + 1 exactly when x > (v_i + v_(i+1)) / 2, ties keeping the lower code: the code is
+# the count of midpoints 0.5, 1.5, 2.5, 3.5, 5, 7, 10 (times d) below x. Negative codes mirror the
+# errors exactly (RN(-a) = -RN(a)), positive codes are then strictly worse except code 0, whose error
+# |x| equals code 8's and wins the tie; NaN elements make every error NaN: code 0.
+#
+# y = x * 2^(128 - e) = x / d exactly (a power-of-two scaling; underflow only below 2^-126, far from the
+# midpoints), and "y > m" for the midpoints m, all multiples of 2^21 as float32 bit patterns, is a test
+# on (bits(y) - 1) >> 21 (uint32, wrapping): an 11-bit index into _CODE_OF: 0..1023 positive y (+0 wraps
+# to 2047), 1023..2047 negative y; NaN and both zeros land on entries 1020..1023 / 2044..2047, code 0.
+
+def _code_table() -> np.ndarray:
+    mids = np.array([0.5, 1.5, 2.5, 3.5, 5, 7, 10], F32).view(np.uint32)
+    assert not (mids & 0x1FFFFF).any()
+    j = np.arange(1024)
+    count = (j[:, None] >= (mids >> 21)[None, :]).sum(axis=1)
+    count[j >= 0x7F800000 >> 21] = 0                       # |y| bits - 1 >= 0x7F800000: NaN
+    return np.concatenate([count, np.where(count > 0, count + 8, 0)]).astype(np.uint8)
+
+
+_CODE_OF = _code_table()
+_INV_HALF = np.ldexp(1.0, np.minimum(128 - np.arange(256), 127)).astype(F32)   # 1 / E8M0_HALF[e] for e >= 1
+
+
+def _encode(xb: np.ndarray) -> np.ndarray:
+    nb = xb.shape[0]
+    m = np.abs(xb).reshape(-1)
+    for _ in range(5):                                      # pairwise max of 32: NaN propagates
+        m = np.maximum(m[0::2], m[1::2])
+    with np.errstate(invalid="ignore"):
+        e = mxfp4_exponent(m)                               # m = the running amax unless the row has a NaN
+        fast = np.isfinite(m) & (m >= F32(2.0 ** -100)) & (e <= 252)
+    y = np.multiply(xb, _INV_HALF[e][:, None]).view(np.uint32)
+    np.subtract(y, np.uint32(1), out=y)
+    np.right_shift(y, np.uint32(21), out=y)
+    codes = np.take(_CODE_OF, y)                            # (nb, 32) uint8
+    words = codes.view(np.uint64)                           # (nb, 4): elements 0..15 | 16..31
+    np.left_shift(words[:, 2:], np.uint64(4), out=words[:, 2:])
+    np.bitwise_or(words[:, :2], words[:, 2:], out=words[:, :2])
+    out = np.empty((nb, 1 + QK // 2), np.uint8)
+    out[:, 0] = e
+    out[:, 1:].view(_V16)[:, 0] = words[:, :2].view(_V16)[:, 0]
+    if not fast.all():
+        slow = ~fast
+        out[slow] = _encode_by_search(xb[slow])
     return out
 
 
