@@ -68,14 +68,61 @@ def q2k_pack_codes(codes: np.ndarray) -> np.ndarray:
     return (c[:, :, 0] | (c[:, :, 1] << 2) | (c[:, :, 2] << 4) | (c[:, :, 3] << 6)).reshape(-1, QK_K // 4)
 
 
+# decode: super-blocks per pass, so the uint8 and float32 work arrays of one pass stay in cache
+_DECODE_CHUNK = 2048
+# (256,) per weight (h, k, l) of a block: x & _Q2K_MASK keeps bit pair 2k of its byte, i.e. 4^k q;
+# (16,) per sub-block 8h + 2k + l // 16: the 4^-k that _q2k_decode folds into d * sc
+_Q2K_MASK = np.tile(np.repeat((3 << 2 * np.arange(4)).astype(np.uint8), 32), 2)
+_Q2K_UNSHIFT = np.tile(np.repeat(F32(4.0) ** -np.arange(4, dtype=F32), 2), 2)
+
+
+def block_field(blk: np.ndarray, offset: int, size: int) -> np.ndarray:
+    """Bytes ``offset .. offset+size-1`` of every block as a contiguous (nb, size) uint8 array.
+
+    A C-contiguous ``blk`` is read through a structured view, one strided copy of ``size``-byte items
+    (a plain 2-D slice copies row by row, several times slower for short fields).
+    """
+    nb, type_size = blk.shape
+    if not blk.flags.c_contiguous:
+        return np.ascontiguousarray(blk[:, offset:offset + size])
+    item = np.dtype({"names": ["f"], "formats": [f"V{size}"], "offsets": [offset], "itemsize": type_size})
+    return np.ascontiguousarray(blk.reshape(-1).view(item)["f"]).view(np.uint8).reshape(nb, size)
+
+
+def _scaled(codes: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    """(nb, k) small integer codes times (nb,) float32 scales -> (nb, k) float32, exact where the caller says so."""
+    out = codes.astype(F32)
+    np.multiply(out.reshape(-1), np.repeat(scale, codes.shape[1]), out=out.reshape(-1))
+    return out
+
+
 def _q2k_decode(blk: np.ndarray) -> np.ndarray:
-    """``dequantize_row_q2_K``: ``y = (d * (s & 15)) * q - dmin * (s >> 4)`` (KQ-2.2)."""
-    d, dmin = fp16_field(blk, Q2K_D), fp16_field(blk, Q2K_DMIN)              # (nb, 1) each
-    s = blk[:, Q2K_SCALES:Q2K_QS]
-    dl = (d * (s & 15).astype(F32))[:, :, None]                             # exact: 11 x 4 bits
-    ml = (dmin * (s >> 4).astype(F32))[:, :, None]                          # exact
-    q = q2k_unpack_codes(blk[:, Q2K_QS:Q2K_D]).reshape(-1, 16, 16).astype(F32)
-    return (dl * q - ml).reshape(-1, QK_K)                                   # one rounding: the subtraction
+    """``dequantize_row_q2_K``: ``y = (d * (s & 15)) * q - dmin * (s >> 4)`` (KQ-2.2).
+
+    ``d * sc`` and ``(d * sc) * q`` are exact (11 x 4 x 2 bits), so the only rounding is the
+    subtraction, done once per weight on full contiguous arrays: the codes are unpacked with uint8
+    operations on a copy of each 32-byte run per bit pair, the sub-block scales repeated per weight.
+    A code is left in place as ``4^k q`` (one mask) against ``(d * sc) * 4^-k``: powers of two, and
+    ``d * sc`` is 0 or at least 2^-24, so ``((d * sc) * 4^-k) * (4^k q)`` is the same exact product,
+    infinities and NaNs included.
+    """
+    nb = blk.shape[0]
+    dm = block_field(blk, Q2K_D, 4).view("<f2").astype(F32)                  # (nb, 2): d, dmin
+    s = block_field(blk, Q2K_SCALES, QK_K // 16)
+    dl = _scaled(s & 15, dm[:, 0])                                            # exact: 11 x 4 bits
+    np.multiply(dl.reshape(-1), np.tile(_Q2K_UNSHIFT, nb), out=dl.reshape(-1))   # exact: powers of two
+    ml = _scaled(s >> 4, dm[:, 1])
+    qs = blk[:, Q2K_QS:Q2K_D].reshape(nb, 2, 1, 32)
+    out = np.empty((nb, QK_K), F32)
+    for start in range(0, nb, _DECODE_CHUNK):
+        part = slice(start, start + _DECODE_CHUNK)
+        code = np.repeat(qs[part], 4, axis=2).reshape(-1, QK_K)              # (B, 256): weight's byte
+        np.bitwise_and(code, _Q2K_MASK, out=code)                            # its bit pair: 4^k q
+        o = out[part]
+        np.copyto(o, code, casting="unsafe")
+        np.multiply(o, np.repeat(dl[part], 16).reshape(-1, QK_K), out=o)     # exact
+        np.subtract(o, np.repeat(ml[part], 16).reshape(-1, QK_K), out=o)     # the one rounding
+    return out
 
 
 def _q2k_scales(blk: np.ndarray) -> dict[str, np.ndarray]:
@@ -213,14 +260,40 @@ def q5k_pack_codes(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return qh, pack_codes(c & 15)
 
 
+# (256,) per weight: sub-block j = w // 32 takes the low nibble (j even: x * 16 keeps it, as bits 7:4)
+# or the high nibble (j odd: x * 1) of its byte, and bit j of its qh byte (x * 2^(7-j): bit j to bit 7)
+_Q5K_NIB = np.tile(np.repeat(np.array([16, 1], np.uint8), 32), 4)
+_Q5K_BIT = np.repeat((1 << (7 - np.arange(8))).astype(np.uint8), 32)
+
+
 def _q5k_decode(blk: np.ndarray) -> np.ndarray:
-    """``dequantize_row_q5_K``: ``y = (d * sc) * q - dmin * m`` with 5-bit q (KQ-5.2)."""
-    d, dmin = fp16_field(blk, Q5K_D), fp16_field(blk, Q5K_DMIN)
-    sc, m = unpack_scales(blk[:, Q5K_SCALES:Q5K_QH])
-    dj = (d * sc.astype(F32))[:, :, None]                                  # exact: 11 x 6 bits
-    mj = (dmin * m.astype(F32))[:, :, None]
-    q = q5k_unpack_codes(blk[:, Q5K_QH:Q5K_QS], blk[:, Q5K_QS:]).reshape(-1, 8, 32).astype(F32)
-    return (dj * q - mj).reshape(-1, QK_K)
+    """``dequantize_row_q5_K``: ``y = (d * sc) * q - dmin * m`` with 5-bit q (KQ-5.2).
+
+    ``(d * sc) * q`` is exact (11 x 6 x 5 bits): one rounding, the subtraction, as in ``_q2k_decode``.
+    """
+    nb = blk.shape[0]
+    dm = block_field(blk, Q5K_D, 4).view("<f2").astype(F32)                 # (nb, 2): d, dmin
+    sc, m = unpack_scales(block_field(blk, Q5K_SCALES, 12))
+    dj = _scaled(sc, dm[:, 0])                                               # exact: 11 x 6 bits
+    mj = _scaled(m, dm[:, 1])
+    qh = blk[:, Q5K_QH:Q5K_QS].reshape(nb, 1, 32)
+    qs = blk[:, Q5K_QS:].reshape(nb, 4, 1, 32)
+    out = np.empty((nb, QK_K), F32)
+    for start in range(0, nb, _DECODE_CHUNK):
+        part = slice(start, start + _DECODE_CHUNK)
+        code = np.repeat(qs[part], 2, axis=2).reshape(-1, QK_K)              # (B, 256): weight's qs byte
+        np.multiply(code, _Q5K_NIB, out=code)
+        np.right_shift(code, 4, out=code)                                    # its nibble
+        high = np.repeat(qh[part], 8, axis=1).reshape(-1, QK_K)              # weight's qh byte
+        np.multiply(high, _Q5K_BIT, out=high)
+        np.bitwise_and(high, 0x80, out=high)
+        np.right_shift(high, 3, out=high)                                    # its bit j as 16
+        np.bitwise_or(code, high, out=code)
+        o = out[part]
+        np.copyto(o, code, casting="unsafe")
+        np.multiply(o, np.repeat(dj[part], 32).reshape(-1, QK_K), out=o)     # exact
+        np.subtract(o, np.repeat(mj[part], 32).reshape(-1, QK_K), out=o)     # the one rounding
+    return out
 
 
 def _q5k_scales(blk: np.ndarray) -> dict[str, np.ndarray]:
@@ -296,7 +369,9 @@ def _q8k_d(blk: np.ndarray) -> np.ndarray:
 def _q8k_decode(blk: np.ndarray) -> np.ndarray:
     """``dequantize_row_q8_K``: ``y = d * qs`` (KQ-7.2)."""
     qs = np.ascontiguousarray(blk[:, Q8K_QS:Q8K_BSUMS]).view(np.int8)
-    return _q8k_d(blk) * qs.astype(F32)
+    out = qs.astype(F32)
+    np.multiply(out, _q8k_d(blk), out=out)
+    return out
 
 
 def _q8k_scales(blk: np.ndarray) -> dict[str, np.ndarray]:

@@ -19,6 +19,7 @@ import numpy as np
 from ...containers.ggml_types import QK_K
 from ...numerics import nearest_int
 from .base import F32, BlockType, fp16_field
+from .kquants_qkx import block_field
 from .kmachinery_qx import GROUP_MAX_EPS, make_q3_quants, make_qx_quants, signed_abs_max, wrap_int8
 
 __all__ = ["TYPES", "Q3K_BYTES", "Q6K_BYTES", "unpack_q3_scales", "pack_q3_scales", "q3k_codes", "q6k_codes",
@@ -101,14 +102,57 @@ def pack_q3k_codes(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return hmask, qs.reshape(nb, 64)
 
 
+# decode: super-blocks per pass, so the uint8 and float32 work arrays of one pass stay in cache.
+# Shifts left are multiplications: NumPy's uint8 left_shift loop is not vectorised (about 10x slower)
+_DECODE_CHUNK = 2048
+# (256,) per weight w = 128c + 32j + l: x * _Q3_LOW_MUL moves bit pair 2j of its qs byte to bits 7:6,
+# x * _Q3_HIGH_MUL bit 4c + j = w // 32 of its hmask byte to bit 7
+_Q3_LOW_MUL = np.tile(np.repeat(np.array([64, 16, 4, 1], np.uint8), 32), 2)
+_Q3_HIGH_MUL = np.repeat((1 << (7 - np.arange(8))).astype(np.uint8), 32)
+
+
+def _q3k_scales_i8(s12: np.ndarray) -> np.ndarray:
+    """(nb, 12) uint8 -> the 16 signed scales ``s - 32`` as (nb, 16) int8, four per 32-bit word operation."""
+    w = np.ascontiguousarray(s12).view("<u4")                                  # (nb, 3)
+    w0, w1, w2 = w[:, 0], w[:, 1], w[:, 2]
+    out = np.empty((w.shape[0], 4), "<u4")
+    out[:, 0] = (w0 & 0x0F0F0F0F) | ((w2 << 4) & 0x30303030)                 # s0..3:   high bits 1:0
+    out[:, 1] = (w1 & 0x0F0F0F0F) | ((w2 << 2) & 0x30303030)                 # s4..7:   high bits 3:2
+    out[:, 2] = ((w0 >> 4) & 0x0F0F0F0F) | (w2 & 0x30303030)                 # s8..11:  high bits 5:4
+    out[:, 3] = ((w1 >> 4) & 0x0F0F0F0F) | ((w2 >> 2) & 0x30303030)          # s12..15: high bits 7:6
+    v = out.view(np.uint8)
+    np.subtract(v, 32, out=v)                                                  # mod 256: int8 s - 32
+    return v.view(np.int8)
+
+
 def _q3k_decode(blk: np.ndarray) -> np.ndarray:
-    """``y = (d * (s[j] - 32)) * q``: ggml ``dequantize_row_q3_K`` (KQ-3.2)."""
+    """``y = (d * (s[j] - 32)) * q``: ggml ``dequantize_row_q3_K`` (KQ-3.2).
+
+    ``d * sc`` is exact (11 x 6 bits): one rounding, the product with ``q``, on full contiguous arrays.
+    The codes are assembled as the int8 ``32 q`` (bits 6:5 the low bits, bit 7 the inverted high bit,
+    i.e. ``- 128`` where the high bit is clear) against ``(d / 32) * sc``: a power of two, so
+    ``((d / 32) * sc) * (32 q)`` is the same exact product, signed zeros, infinities and NaNs included.
+    """
     nb = blk.shape[0]
-    d = fp16_field(blk, Q3K_D)                                                  # (nb, 1)
-    sc = (unpack_q3_scales(blk[:, Q3K_SCALES:Q3K_D]) - 32).astype(F32)
-    dl = (d * sc)[:, :, None]                                                   # exact: 11 x 6 bits
-    q = q3k_codes(blk[:, Q3K_HMASK:Q3K_QS], blk[:, Q3K_QS:Q3K_SCALES]).astype(F32)
-    return (dl * q.reshape(nb, N_SUB, SUB)).reshape(nb, QK_K)
+    dl = _q3k_scales_i8(block_field(blk, Q3K_SCALES, 12)).astype(F32)
+    np.multiply(dl, block_field(blk, Q3K_D, 2).view("<f2").astype(F32) * F32(1 / 32), out=dl)   # exact
+    hm = np.invert(block_field(blk, Q3K_HMASK, 32)).reshape(nb, 1, 32)       # inverted high bits
+    qs = blk[:, Q3K_QS:Q3K_SCALES].reshape(nb, 2, 1, 32)
+    out = np.empty((nb, QK_K), F32)
+    for start in range(0, nb, _DECODE_CHUNK):
+        part = slice(start, start + _DECODE_CHUNK)
+        code = np.repeat(qs[part], 4, axis=2).reshape(-1, QK_K)                # weight's qs byte
+        np.multiply(code, _Q3_LOW_MUL, out=code)
+        np.right_shift(code, 6, out=code)
+        np.multiply(code, 32, out=code)                                        # its low 2 bits as bits 6:5
+        high = np.repeat(hm[part], 8, axis=1).reshape(-1, QK_K)                # weight's inverted hmask byte
+        np.multiply(high, _Q3_HIGH_MUL, out=high)
+        np.bitwise_and(high, 0x80, out=high)                                   # its inverted high bit as bit 7
+        np.bitwise_or(code, high, out=code)                                    # int8 32 q
+        o = out[part]
+        np.copyto(o, code.view(np.int8), casting="unsafe")
+        np.multiply(o, np.repeat(dl[part], SUB).reshape(-1, QK_K), out=o)      # the one rounding
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -153,17 +197,40 @@ def pack_q6k_codes(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return ql.reshape(nb, 128), qh.reshape(nb, 64)
 
 
-def _q6k_scales(blk: np.ndarray) -> np.ndarray:
-    return np.ascontiguousarray(blk[:, Q6K_SCALES:Q6K_D]).view(np.int8)
+# (256,) per weight w = 128c + 32k + l: x * _Q6_LOW_MUL keeps the low nibble of its ql byte as bits 7:4
+# (k = 0, 1) or the high nibble (k = 2, 3); x * _Q6_HIGH_MUL moves bit pair 2k of its qh byte to bits 7:6
+_Q6_LOW_MUL = np.tile(np.repeat(np.array([16, 1], np.uint8), 64), 2)
+_Q6_HIGH_MUL = np.tile(np.repeat(np.array([64, 16, 4, 1], np.uint8), 32), 2)
 
 
 def _q6k_decode(blk: np.ndarray) -> np.ndarray:
-    """``y = (d * sc[j]) * q``: ggml ``dequantize_row_q6_K`` (KQ-6.2)."""
+    """``y = (d * sc[j]) * q``: ggml ``dequantize_row_q6_K`` (KQ-6.2).
+
+    ``d * sc`` is exact (11 x 8 bits): one rounding, the product with ``q``, on full contiguous arrays.
+    The codes are assembled as the int8 ``4 q = 4 code - 128`` (``4 code`` with bit 7 flipped: the qh
+    bytes are read XOR 0xAA) against ``(d / 4) * sc``: a power of two, so ``((d / 4) * sc) * (4 q)`` is
+    the same exact product, signed zeros, infinities and NaNs included.
+    """
     nb = blk.shape[0]
-    d = fp16_field(blk, Q6K_D)
-    dsc = (d * _q6k_scales(blk).astype(F32))[:, :, None]                        # exact: 11 x 8 bits
-    q = q6k_codes(blk[:, Q6K_QL:Q6K_QH], blk[:, Q6K_QH:Q6K_SCALES]).astype(F32)
-    return (dsc * q.reshape(nb, N_SUB, SUB)).reshape(nb, QK_K)
+    dsc = block_field(blk, Q6K_SCALES, N_SUB).view(np.int8).astype(F32)
+    np.multiply(dsc, block_field(blk, Q6K_D, 2).view("<f2").astype(F32) * F32(0.25), out=dsc)   # exact
+    ql = blk[:, Q6K_QL:Q6K_QH].reshape(nb, 2, 1, 64)
+    qh = np.bitwise_xor(block_field(blk, Q6K_QH, 64), 0xAA).reshape(nb, 2, 1, 32)   # high bit of each pair flipped
+    out = np.empty((nb, QK_K), F32)
+    for start in range(0, nb, _DECODE_CHUNK):
+        part = slice(start, start + _DECODE_CHUNK)
+        code = np.repeat(ql[part], 2, axis=2).reshape(-1, QK_K)                # weight's ql byte
+        np.multiply(code, _Q6_LOW_MUL, out=code)
+        np.right_shift(code, 4, out=code)
+        np.multiply(code, 4, out=code)                                         # its nibble as bits 5:2
+        high = np.repeat(qh[part], 4, axis=2).reshape(-1, QK_K)                # weight's qh byte
+        np.multiply(high, _Q6_HIGH_MUL, out=high)
+        np.bitwise_and(high, 0xC0, out=high)                                   # its bit pair as bits 7:6
+        np.bitwise_or(code, high, out=code)                                    # int8 4 q
+        o = out[part]
+        np.copyto(o, code.view(np.int8), casting="unsafe")
+        np.multiply(o, np.repeat(dsc[part], SUB).reshape(-1, QK_K), out=o)     # the one rounding
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
