@@ -4,7 +4,7 @@ VENV    := .venv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed-test
 
-.PHONY: demo test bench fixtures-check real-subjects ggml-oracle fuzz clean
+.PHONY: demo test bench fixtures-check real-subjects ggml-oracle llama-cpp llama-test fuzz clean
 
 # A second environment for the real libraries judged as conformance subjects (GPTQModel on CPU:
 # torch 2.13.0+cpu, its import dependencies, gptqmodel itself without dependencies; notes gptq.md §9).
@@ -60,6 +60,38 @@ $(GGML_LIB): $(BIN)/python
 	GIT_CEILING_DIRECTORIES=$(abspath $(GGML)) cmake -S $(GGML)/ggml_py-$(GGML_VERSION)/vendor/ggml -B $(GGML)/build $(GGML_FLAGS) >> $(GGML)/build.log 2>&1
 	cmake --build $(GGML)/build --target ggml-base -j2 >> $(GGML)/build.log 2>&1 || { tail -20 $(GGML)/build.log; exit 1; }
 	cp -L $(GGML)/build/src/libggml-base.so $(GGML_LIB)
+
+# Whole llama.cpp (issue 19): llama-quantize, llama-imatrix and llama-completion (loads a model, takes
+# --check-tensors, evaluates a prompt), built from the llama.cpp that the llama-cpp-python sdist vendors
+# (vendor/llama.cpp, ggml 0.25.3), pinned by hash. Not part of `make test`: it takes minutes.
+# The tests in tests/llama_cpp/ run when QFORMATS_LLAMA_CPP names $(LLAMA) (the folder of the binaries).
+LLAMA_VERSION := 0.3.36
+LLAMA_SDIST   := llama_cpp_python-$(LLAMA_VERSION).tar.gz
+LLAMA_SHA256  := 832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e
+LLAMA         := $(VENV)/llama.cpp
+LLAMA_STAMP   := $(LLAMA)/.built
+LLAMA_TARGETS := llama-quantize llama-imatrix llama-completion
+LLAMA_FLAGS   := -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=OFF -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF \
+                 -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF -DBUILD_SHARED_LIBS=ON -DGGML_OPENMP=OFF \
+                 -DCMAKE_C_FLAGS=-ffp-contract=off -DCMAKE_CXX_FLAGS=-ffp-contract=off
+
+llama-cpp: $(LLAMA_STAMP)
+
+$(LLAMA_STAMP): $(BIN)/python
+	rm -rf $(LLAMA) && mkdir -p $(LLAMA)
+	$(BIN)/python -m pip download -q --no-deps --no-binary :all: llama-cpp-python==$(LLAMA_VERSION) -d $(LLAMA) > $(LLAMA)/build.log 2>&1 || { tail -20 $(LLAMA)/build.log; exit 1; }
+	echo "$(LLAMA_SHA256)  $(LLAMA)/$(LLAMA_SDIST)" | sha256sum --check --quiet
+	tar -xzf $(LLAMA)/$(LLAMA_SDIST) -C $(LLAMA) llama_cpp_python-$(LLAMA_VERSION)/vendor/llama.cpp
+	# GIT_CEILING_DIRECTORIES: llama.cpp's cmake asks git for a commit and would otherwise find this repository's
+	GIT_CEILING_DIRECTORIES=$(abspath $(LLAMA)) cmake -S $(LLAMA)/llama_cpp_python-$(LLAMA_VERSION)/vendor/llama.cpp -B $(LLAMA)/build $(LLAMA_FLAGS) >> $(LLAMA)/build.log 2>&1 || { tail -20 $(LLAMA)/build.log; exit 1; }
+	cmake --build $(LLAMA)/build --target $(LLAMA_TARGETS) -j2 >> $(LLAMA)/build.log 2>&1 || { tail -20 $(LLAMA)/build.log; exit 1; }
+	for t in $(LLAMA_TARGETS); do test -x $(LLAMA)/build/bin/$$t || { echo "llama-cpp: $$t missing"; exit 1; }; done
+	touch $(LLAMA_STAMP)
+
+# llama.cpp in the loop: llama-quantize writes every common file type of a tiny model, qformats judges it
+# against llama.cpp's loader (--check-tensors), decoder (ggml 0.25.3) and quantizer (tests/llama_cpp/).
+llama-test: $(STAMP) ggml-oracle llama-cpp
+	QFORMATS_LLAMA_CPP=$(abspath $(LLAMA))/build QFORMATS_GGML_LIB=$(abspath $(GGML_LIB)) $(BIN)/python -m pytest -q tests/llama_cpp
 
 # Whole-validate fuzzing (tests/fuzz/fuzz.py): N cases, counts per outcome; exit 1 on any bug.
 # `make test` runs a small fixed budget (tests/fuzz/test_fuzz.py). `make fuzz N=1000000 SEED=7 JOBS=2`.

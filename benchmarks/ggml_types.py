@@ -44,13 +44,13 @@ def bench_type(name: str, x: np.ndarray, repeat: int, oracle) -> dict:
                gguf_py_agrees=_same_bits(y_py, y_c))
     if bt.quantize is not None:
         sub = x[: max(1, x.shape[0] // 8)]
-        t_enc, ours = best_of(lambda: ggml.quantize(name, sub, w), 1)
-        t_cenc, theirs = best_of(lambda: oracle.quantize(name, sub, w), 1)
+        t_enc, ours = best_of(lambda: ggml.quantize(name, sub, w), repeat)
+        t_cenc, theirs = best_of(lambda: oracle.quantize(name, sub, w), repeat)
         assert np.array_equal(ours, theirs), f"{name}: encoders disagree"
         row.update(encode_ms=t_enc * 1e3, encode_c_ratio=t_enc / t_cenc)
         if bt.importance and not bt.requires_importance:
-            t_imp, ours = best_of(lambda: ggml.quantize(name, sub, importance), 1)
-            t_cimp, theirs = best_of(lambda: oracle.quantize(name, sub, importance), 1)
+            t_imp, ours = best_of(lambda: ggml.quantize(name, sub, importance), repeat)
+            t_cimp, theirs = best_of(lambda: oracle.quantize(name, sub, importance), repeat)
             assert np.array_equal(ours, theirs), f"{name}: importance encoders disagree"
             row.update(imatrix_c_ratio=t_imp / t_cimp)
     return row

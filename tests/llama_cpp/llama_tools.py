@@ -9,8 +9,10 @@ shared libraries, ``libggml-base.so`` among them.
 
 from __future__ import annotations
 
+import atexit
 import functools
 import os
+import shutil
 import subprocess
 import tempfile
 from pathlib import Path
@@ -44,12 +46,16 @@ def tool(name: str) -> Path:
 
 
 def run(args: list, timeout: int = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([str(a) for a in args], capture_output=True, text=True, timeout=timeout)
+    return subprocess.run([str(a) for a in args], capture_output=True, text=True, errors="replace", timeout=timeout)
 
 
 @functools.lru_cache(maxsize=1)
 def workdir() -> Path:
-    return Path(tempfile.mkdtemp(prefix="qformats-llama-"))
+    """One temporary folder per process, removed at exit unless QFORMATS_LLAMA_KEEP is set."""
+    path = Path(tempfile.mkdtemp(prefix="qformats-llama-"))
+    if not os.environ.get("QFORMATS_LLAMA_KEEP"):
+        atexit.register(shutil.rmtree, path, True)
+    return path
 
 
 @functools.lru_cache(maxsize=1)

@@ -63,6 +63,8 @@ class Row:
     encodable: int = 0                                          # tensors of a type with a reference encoder
     encode_mismatch: list = field(default_factory=list)
     no_encoder: dict = field(default_factory=dict)              # type -> count of tensors not re-encoded
+    with_importance: int = 0                                    # re-encoded with an imatrix vector
+    importance_matters: int = 0                                 # ... whose bytes differ without it
 
 
 @functools.lru_cache(maxsize=None)
@@ -107,20 +109,52 @@ def row(file_type: str, with_imatrix: bool) -> Row:
         r.encodable += 1
         if not np.array_equal(ggml.quantize(name, source[t.name], w), blocks):
             r.encode_mismatch.append(t.name)
+        elif w is not None:
+            r.with_importance += 1
+            r.importance_matters += not np.array_equal(ggml.quantize(name, source[t.name]), blocks)
     return r
 
 
-@pytest.mark.parametrize("file_type,with_imatrix", FILE_TYPES, ids=IDS)
-def test_llama_quantize_file(file_type, with_imatrix):
-    """Every file llama-quantize writes: valid to qformats with every tensor checked, loaded and run by
-    llama.cpp with --check-tensors, decoded bit-identically and re-encoded byte-identically by qformats."""
+def quantized(file_type: str, with_imatrix: bool) -> Row:
     r = row(file_type, with_imatrix)
     assert r.quantize_rc == 0 and r.path is not None, r.quantize_log
+    return r
+
+
+CASES = pytest.mark.parametrize("file_type,with_imatrix", FILE_TYPES, ids=IDS)
+
+
+@CASES
+def test_qformats_validates_every_tensor(file_type, with_imatrix):
+    """GGML-3.5: llama-quantize's file is valid to validate(deep=True), which says it checked every tensor."""
+    r = quantized(file_type, with_imatrix)
     assert r.verdict == "valid" and not r.findings, (r.verdict, r.findings)
     assert r.tensors == r.tensors_checked == sum(r.tensor_types.values()) > 0
+
+
+@CASES
+def test_llama_cpp_loads_with_check_tensors(file_type, with_imatrix):
+    """GGML-5.4: llama.cpp itself loads the file with --check-tensors and evaluates a prompt (exit 0)."""
+    r = quantized(file_type, with_imatrix)
     assert r.load_rc == 0, r.load_log
-    assert r.decoded > 0 and not r.decode_mismatch, r.decode_mismatch
-    assert not r.encode_mismatch, r.encode_mismatch
+
+
+@CASES
+def test_decode_equals_llama_cpp_ggml(file_type, with_imatrix):
+    """GGML-2.2: every block tensor decodes bit for bit as the newer ggml's own dequantize_row_*."""
+    r = quantized(file_type, with_imatrix)
+    assert r.decoded == sum(n for t, n in r.tensor_types.items() if t not in PLAIN) > 0
+    assert not r.decode_mismatch, r.decode_mismatch
+
+
+@CASES
+def test_encode_equals_llama_quantize(file_type, with_imatrix):
+    """GGML-4.4: every tensor of a type with a reference encoder re-encodes from the F32 source, with the
+    importance llama-quantize used (GGML-4.2), to llama-quantize's bytes."""
+    r = quantized(file_type, with_imatrix)
+    assert r.encodable > 0 and not r.encode_mismatch, r.encode_mismatch
+    if with_imatrix:    # the importance path was exercised, and made a difference
+        assert r.importance_matters > 0 and r.with_importance > 0
 
 
 def table(rows: list[Row]) -> str:
@@ -135,6 +169,8 @@ def table(rows: list[Row]) -> str:
         load = "ok" if r.load_rc == 0 else f"exit {r.load_rc}"
         dec = f"{r.decoded - len(r.decode_mismatch)}/{r.decoded}"
         enc = f"{r.encodable - len(r.encode_mismatch)}/{r.encodable}"
+        if r.with_importance:
+            enc += f", {r.with_importance} with importance ({r.importance_matters} differ without)"
         if r.no_encoder:
             enc += " (no encoder: " + ", ".join(f"{k.lower()}×{v}" for k, v in sorted(r.no_encoder.items())) + ")"
         lines.append(f"| {r.file_type} | {types} | {verdict} | {load} | {dec} | {enc} |")
