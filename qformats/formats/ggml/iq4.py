@@ -30,6 +30,13 @@ __all__ = ["TYPES", "KVALUES_IQ4NL", "best_index", "unpack_codes", "pack_codes",
 # llama.cpp PR #5590 (2024-02-21, b2189). IQ-1.1.
 KVALUES_IQ4NL = np.array([-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113], np.int8)
 _VALUES = KVALUES_IQ4NL.astype(F32)
+# A byte of qs holds two codes: its low nibble is weight j, its high nibble weight 16 + j (IQ-2.1). The
+# decoder maps bytes to int8 table values with two 256-byte translation tables (bytes.translate: a C loop,
+# ~5x faster than a NumPy gather with uint8 indices) and interleaves the two 16-byte halves of each
+# 32-weight group as 16-byte items (a complex128 view: copied as bits, never as numbers).
+_LOW_VALUE = KVALUES_IQ4NL.astype(np.int8)[np.arange(256) & 15].tobytes()
+_HIGH_VALUE = KVALUES_IQ4NL.astype(np.int8)[np.arange(256) >> 4].tobytes()
+_HALF = np.complex128                  # 16 bytes: one half-group of int8 values
 
 QK4_NL = 32                                   # ggml-common.h
 NL_BYTES = 2 + QK4_NL // 2                    # d, qs[16]                               = 18
@@ -101,17 +108,27 @@ def fp16_ggml(v: np.ndarray) -> np.ndarray:
 # ---------------------------------------------------------------------------------------------
 
 
+def _table_values(qs: np.ndarray) -> np.ndarray:
+    """(groups, 16) qs bytes -> (groups, 32) float32 table values in weight order (exact: small integers)."""
+    raw = np.ascontiguousarray(qs).tobytes()
+    halves = np.empty((qs.shape[0], 2), _HALF)
+    halves[:, 0] = np.frombuffer(raw.translate(_LOW_VALUE), _HALF)
+    halves[:, 1] = np.frombuffer(raw.translate(_HIGH_VALUE), _HALF)
+    return halves.view(np.int8).reshape(qs.shape[0], 32).astype(F32)
+
+
 def _decode_nl(blk: np.ndarray) -> np.ndarray:
     """``y[i] = fp32(d) * kvalues_iq4nl[q[i]]``: one float32 op, exact (IQ-2.2)."""
-    return fp16_field(blk, 0) * _VALUES[unpack_codes(blk[:, 2:NL_BYTES])]
+    out = _table_values(blk[:, 2:NL_BYTES])
+    return np.multiply(out, fp16_field(blk, 0), out=out)
 
 
 def _decode_xs(blk: np.ndarray) -> np.ndarray:
     """``dl = fp32(d) * (ls - 32)``; ``y = dl * kvalues_iq4nl[q]``: two float32 ops, both exact (IQ-3.3)."""
     nb = blk.shape[0]
     dl = fp16_field(blk, 0) * (xs_sub_scales(blk) - 32).astype(F32)                  # (nb, 8)
-    q = _VALUES[unpack_codes(blk[:, XS_QS:].reshape(nb, 8, 16))]                     # (nb, 8, 32)
-    return (dl[:, :, None] * q).reshape(nb, QK_K)
+    q = _table_values(blk[:, XS_QS:].reshape(nb * 8, 16))                             # (nb * 8, 32)
+    return np.multiply(q, dl.reshape(nb * 8, 1), out=q).reshape(nb, QK_K)
 
 
 def _d_field(blk: np.ndarray) -> dict[str, np.ndarray]:
