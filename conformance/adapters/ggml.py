@@ -36,96 +36,16 @@ BLOCK_BYTES = 144          # q4_K, kept for callers of the q4_K-only adapter
 QK_K = 256
 
 
-@functools.lru_cache(maxsize=1)
-def library() -> ctypes.CDLL:
-    path = os.environ.get("QFORMATS_GGML_LIB")
-    if not path:
-        raise RuntimeError("set QFORMATS_GGML_LIB to a ggml shared library (make ggml-oracle builds one)")
-    lib = ctypes.CDLL(path)
-    lib.ggml_version.restype = ctypes.c_char_p
-    lib.ggml_commit.restype = ctypes.c_char_p
-    lib.ggml_quantize_init.argtypes = [ctypes.c_int]
-    lib.ggml_quantize_init.restype = None
-    lib.ggml_validate_row_data.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t]
-    lib.ggml_validate_row_data.restype = ctypes.c_bool
-    return lib
-
-
 def _spelling(name: str) -> str:
     """ggml's symbol spelling of a type name: ``q6_k`` -> ``q6_K``."""
     low = name.lower()
     return next((key for key in GEOMETRY if key.lower() == low), low)
 
 
-@functools.lru_cache(maxsize=None)
-def _function(symbol: str, argtypes: tuple, restype):
-    fn = getattr(library(), symbol)
-    fn.argtypes = list(argtypes)
-    fn.restype = restype
-    return fn
-
-
-@functools.lru_cache(maxsize=None)
-def _init(name: str) -> None:
-    if name in NEEDS_INIT:
-        library().ggml_quantize_init(GEOMETRY[name][0])
-
-
-def version() -> tuple[str, str]:
-    """(ggml_version(), ggml_commit()) of the loaded library."""
-    lib = library()
-    return lib.ggml_version().decode(), lib.ggml_commit().decode()
-
-
-def dequantize(name: str, blocks) -> np.ndarray:
-    """uint8 ``(rows, k * type_size)`` -> float32 ``(rows, k * block_size)`` by ``dequantize_row_<name>``."""
-    name = _spelling(name)
-    _, qk, size = GEOMETRY[name]
-    blocks = np.ascontiguousarray(blocks, np.uint8)
-    if blocks.ndim != 2 or blocks.shape[1] % size:
-        raise ValueError(f"blocks must be (rows, a multiple of {size}), got {blocks.shape}")
-    y = np.zeros((blocks.shape[0], blocks.shape[1] // size * qk), np.float32)
-    fn = _function(f"dequantize_row_{name}", (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64), None)
-    fn(blocks.ctypes.data, y.ctypes.data, y.size)
-    return y
-
-
-def quantize(name: str, x, importance=None) -> np.ndarray:
-    """float32 ``(rows, n)`` -> uint8 by ``quantize_<name>(x, y, rows, n, importance)``; ggml asserts
-    ``n % block_size == 0``, so it is checked here first."""
-    name = _spelling(name)
-    _, qk, size = GEOMETRY[name]
-    x = np.ascontiguousarray(x, np.float32)
-    if x.ndim != 2 or x.shape[1] % qk:
-        raise ValueError(f"x must be (rows, a multiple of {qk}), got {x.shape}")
-    _init(name)
-    out = np.zeros((x.shape[0], x.shape[1] // qk * size), np.uint8)
-    w = None if importance is None else np.ascontiguousarray(importance, np.float32)
-    fn = _function(f"quantize_{name}", (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64,
-                                         ctypes.c_void_p), ctypes.c_size_t)
-    fn(x.ctypes.data, out.ctypes.data, x.shape[0], x.shape[1], None if w is None else w.ctypes.data)
-    return out
-
-
-def validate_row_data(type_id: int, data) -> bool:
-    """ggml_validate_row_data(type, data, nbytes): llama.cpp's verdict on a tensor's bytes."""
-    data = np.ascontiguousarray(data, np.uint8)
-    return bool(library().ggml_validate_row_data(type_id, data.ctypes.data, data.size))
-
-
-type_subjects(globals(), GEOMETRY, dequantize, quantize)
-
-
-def q4_k_quantize(*, x, importance=None):
-    """float32 ``(rows, n)`` → uint8 ``(rows, n / 256 * 144)`` (the q4_K subject, with an importance option)."""
-    return quantize("q4_K", x, importance)
-
-
 class Library:
-    """Another ggml shared library, loaded by path beside the one QFORMATS_GGML_LIB names (which this
-    does not touch): ``Library(".venv/llama.cpp/build/bin/libggml-base.so").dequantize("q6_K", blocks)``.
-    The same functions as the module's, bound to that library; used to judge a newer ggml (llama.cpp's)
-    next to the pinned oracle."""
+    """One ggml shared library, loaded by path: ``Library(".venv/llama.cpp/build/bin/libggml-base.so")
+    .dequantize("q6_K", blocks)``. The module's functions are those of the pinned oracle (:func:`oracle`);
+    another instance judges a newer ggml (llama.cpp's) beside it."""
 
     def __init__(self, path: str | os.PathLike):
         self.path = os.fspath(path)
@@ -143,7 +63,7 @@ class Library:
         return self.lib.ggml_version().decode(), self.lib.ggml_commit().decode()
 
     def dequantize(self, name: str, blocks) -> np.ndarray:
-        """As the module's :func:`dequantize`, by this library's ``dequantize_row_<name>``."""
+        """uint8 ``(rows, k * type_size)`` -> float32 ``(rows, k * block_size)`` by ``dequantize_row_<name>``."""
         name = _spelling(name)
         _, qk, size = GEOMETRY[name]
         blocks = np.ascontiguousarray(blocks, np.uint8)
@@ -156,7 +76,8 @@ class Library:
         return y
 
     def quantize(self, name: str, x, importance=None) -> np.ndarray:
-        """As the module's :func:`quantize`, by this library's ``quantize_<name>``."""
+        """float32 ``(rows, n)`` -> uint8 by ``quantize_<name>(x, y, rows, n, importance)``; ggml asserts
+        ``n % block_size == 0``, so it is checked here first."""
         name = _spelling(name)
         _, qk, size = GEOMETRY[name]
         x = np.ascontiguousarray(x, np.float32)
@@ -176,3 +97,44 @@ class Library:
     def validate_row_data(self, type_id: int, data) -> bool:
         data = np.ascontiguousarray(data, np.uint8)
         return bool(self.lib.ggml_validate_row_data(type_id, data.ctypes.data, data.size))
+
+
+@functools.lru_cache(maxsize=1)
+def oracle() -> Library:
+    """The pinned oracle, the ggml library QFORMATS_GGML_LIB names."""
+    path = os.environ.get("QFORMATS_GGML_LIB")
+    if not path:
+        raise RuntimeError("set QFORMATS_GGML_LIB to a ggml shared library (make ggml-oracle builds one)")
+    return Library(path)
+
+
+def library() -> ctypes.CDLL:
+    return oracle().lib
+
+
+def version() -> tuple[str, str]:
+    """(ggml_version(), ggml_commit()) of the pinned oracle."""
+    return oracle().version()
+
+
+def dequantize(name: str, blocks) -> np.ndarray:
+    """uint8 ``(rows, k * type_size)`` -> float32 ``(rows, k * block_size)`` by ``dequantize_row_<name>``."""
+    return oracle().dequantize(name, blocks)
+
+
+def quantize(name: str, x, importance=None) -> np.ndarray:
+    """float32 ``(rows, n)`` -> uint8 by ``quantize_<name>(x, y, rows, n, importance)``."""
+    return oracle().quantize(name, x, importance)
+
+
+def validate_row_data(type_id: int, data) -> bool:
+    """ggml_validate_row_data(type, data, nbytes): llama.cpp's verdict on a tensor's bytes."""
+    return oracle().validate_row_data(type_id, data)
+
+
+type_subjects(globals(), GEOMETRY, dequantize, quantize)
+
+
+def q4_k_quantize(*, x, importance=None):
+    """float32 ``(rows, n)`` → uint8 ``(rows, n / 256 * 144)`` (the q4_K subject, with an importance option)."""
+    return quantize("q4_K", x, importance)
