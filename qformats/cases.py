@@ -27,7 +27,7 @@ from typing import Literal
 
 import numpy as np
 
-__all__ = ["Case", "case_bytes", "case_digest", "READ_OPS", "Expect"]
+__all__ = ["Case", "case_bytes", "case_digest", "READ_OPS", "Expect", "judge_blocks"]
 
 READ_OPS = ("dequantize", "matmul")
 Expect = Literal["values", "reject", "informative"]
@@ -76,3 +76,33 @@ def case_bytes(case: Case) -> bytes:
 def case_digest(case: Case) -> str:
     """sha256 of :func:`case_bytes`: what fixtures/manifest.json pins for a regenerated case."""
     return hashlib.sha256(case_bytes(case)).hexdigest()
+
+
+QUALITY_FACTOR = 2.0   # a valid encoder more than twice the reference's RMS error gets a warning
+
+
+def judge_blocks(case: Case, arrays, kind: str, expected: np.ndarray, *, check, decode, equivalent: str,
+                 conforming: str) -> tuple[str, str]:
+    """An encoder's blocks (Q4K-6.2/6.3, GGML-5.3): the reference bytes are the reference-equivalent level
+    (``equivalent`` says whose bytes and which clause); other blocks that ``check`` accepts conform
+    (``conforming``: the clause); an RMS error over QUALITY_FACTOR x the reference's is a warning, never a
+    failure. ``decode(blocks)`` gives the values the RMS error is taken of."""
+    from .errors import QFormatsError
+
+    blocks = arrays.get("result")
+    if kind != "array" or blocks is None or blocks.dtype != np.uint8 or blocks.shape != expected.shape:
+        got = "nothing" if blocks is None else f"{blocks.dtype}{list(blocks.shape)}"
+        return "error", f"returned {got}, expected uint8{list(expected.shape)} blocks"
+    if np.array_equal(blocks, expected):
+        return "pass", f"byte-identical to {equivalent}"
+    try:
+        check(blocks)
+    except QFormatsError as err:
+        return "fail", f"wrote invalid blocks: {err}"
+    x = case.inputs["x"].astype(np.float64)
+    with np.errstate(all="ignore"):
+        mine, ref = (float(np.sqrt(np.mean((decode(b).astype(np.float64) - x) ** 2))) for b in (blocks, expected))
+    if mine > QUALITY_FACTOR * ref + 1e-30:
+        return "warning", f"valid blocks ({conforming}), but RMS error {mine:.4g} is over {QUALITY_FACTOR:g}x " \
+                          f"the reference encoder's {ref:.4g}"
+    return "pass", f"valid blocks (conforming, {conforming}), not byte-identical; RMS error {mine:.4g} (reference {ref:.4g})"

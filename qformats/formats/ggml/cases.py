@@ -25,8 +25,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from ...cases import Case
-from ...errors import QFormatsError
+from ...cases import Case, judge_blocks
 from ..q4_k.cases import ROWS as Q4K_ROWS, N as Q4K_N, _scale_class as q4k_scale_class, _x as q4k_input
 from .base import BlockType
 from .codec import check_blocks, dequantize, quantize
@@ -131,28 +130,11 @@ def reference(case: Case) -> np.ndarray:
     return dequantize(case.format, case.inputs["blocks"])
 
 
-QUALITY_FACTOR = 2.0   # a valid encoder more than twice the reference's RMS error gets a warning (GGML-5.3)
-
-
 def judge_quantize(case: Case, op: str, arrays: dict[str, np.ndarray], kind: str) -> tuple[str, str]:
     """An encoder's answer (GGML-5.3): the reference bytes are the reference-equivalent level; other
     valid blocks conform; quality is informative (a warning, never a failure)."""
-    expected = reference(case)
-    blocks = arrays.get("result")
-    if kind != "array" or blocks is None or blocks.dtype != np.uint8 or blocks.shape != expected.shape:
-        got = "nothing" if blocks is None else f"{blocks.dtype}{list(blocks.shape)}"
-        return "error", f"returned {got}, expected uint8{list(expected.shape)} blocks"
-    if np.array_equal(blocks, expected):
-        return "pass", f"byte-identical to ggml's quantize_{case.format} (reference-equivalent, GGML-5.3)"
-    try:
-        check_blocks(case.format, blocks, tensor="blocks", finite=True)
-    except QFormatsError as err:
-        return "fail", f"wrote invalid blocks: {err}"
-    x = case.inputs["x"].astype(np.float64)
-    with np.errstate(all="ignore"):
-        rms = lambda b: float(np.sqrt(np.mean((dequantize(case.format, b).astype(np.float64) - x) ** 2)))  # noqa: E731
-        mine, ref = rms(blocks), rms(expected)
-    if mine > QUALITY_FACTOR * ref + 1e-30:
-        return "warning", f"valid blocks (GGML-5.3), but RMS error {mine:.4g} is over {QUALITY_FACTOR:g}x " \
-                          f"the reference encoder's {ref:.4g}"
-    return "pass", f"valid blocks (conforming, GGML-5.3), not byte-identical; RMS error {mine:.4g} (reference {ref:.4g})"
+    return judge_blocks(case, arrays, kind, reference(case),
+                        check=lambda b: check_blocks(case.format, b, tensor="blocks", finite=True),
+                        decode=lambda b: dequantize(case.format, b),
+                        equivalent=f"ggml's quantize_{case.format} (reference-equivalent, GGML-5.3)",
+                        conforming="GGML-5.3")

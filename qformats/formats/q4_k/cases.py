@@ -24,8 +24,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from ...cases import Case
-from ...errors import QFormatsError
+from ...cases import Case, judge_blocks
 from ...numerics import fp16_from_bits
 from .checks import check_blocks
 from .codec import dequantize, pack_scales, quantize
@@ -147,28 +146,10 @@ def reference(case: Case) -> np.ndarray:
     return dequantize(case.inputs["blocks"])
 
 
-QUALITY_FACTOR = 2.0   # a valid encoder more than twice the reference's RMS error gets a warning (Q4K-6.3)
-
-
 def judge_quantize(case: Case, op: str, arrays: dict[str, np.ndarray], kind: str) -> tuple[str, str]:
     """An encoder's answer: the reference bytes are the reference-equivalent level (Q4K-6.2), even where
     they are invalid for non-finite or huge input (informative cases, Q4K-4.5); other valid blocks
     (Q4K-5) conform (Q4K-6.3); quality is informative (a warning, never a failure)."""
-    expected = reference(case)
-    blocks = arrays.get("result")
-    if kind != "array" or blocks is None or blocks.dtype != np.uint8 or blocks.shape != expected.shape:
-        got = "nothing" if blocks is None else f"{blocks.dtype}{list(blocks.shape)}"
-        return "error", f"returned {got}, expected uint8{list(expected.shape)} blocks"
-    if np.array_equal(blocks, expected):
-        return "pass", "byte-identical to quantize_row_q4_K_ref (reference-equivalent, Q4K-6.2)"
-    try:
-        check_blocks(blocks, tensor="blocks", finite=True)
-    except QFormatsError as err:
-        return "fail", f"wrote invalid blocks: {err}"
-    x = case.inputs["x"].astype(np.float64)
-    rms = lambda b: float(np.sqrt(np.mean((dequantize(b).astype(np.float64) - x) ** 2)))  # noqa: E731
-    mine, ref = rms(blocks), rms(expected)
-    if mine > QUALITY_FACTOR * ref + 1e-30:
-        return "warning", f"valid blocks (Q4K-6.3), but RMS error {mine:.4g} is over {QUALITY_FACTOR:g}x " \
-                          f"the reference encoder's {ref:.4g}"
-    return "pass", f"valid blocks (conforming, Q4K-6.3), not byte-identical; RMS error {mine:.4g} (reference {ref:.4g})"
+    return judge_blocks(case, arrays, kind, reference(case),
+                        check=lambda b: check_blocks(b, tensor="blocks", finite=True), decode=dequantize,
+                        equivalent="quantize_row_q4_K_ref (reference-equivalent, Q4K-6.2)", conforming="Q4K-6.3")
