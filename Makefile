@@ -4,13 +4,17 @@ VENV    := .venv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed-test
 
-.PHONY: demo test bench fixtures-check real-subjects ggml-oracle llama-cpp llama-test fuzz clean
+.PHONY: demo test bench fixtures-check real-subjects ggml-oracle llama-cpp llama-test fuzz clean matrix browser
 
 # A second environment for the real libraries judged as conformance subjects (GPTQModel on CPU:
 # torch 2.13.0+cpu, its import dependencies, gptqmodel itself without dependencies; notes gptq.md §9).
 # A failed install leaves no stamp: tests/conformance/test_real_libraries.py then skips, saying why.
 REAL       := $(VENV)/real
 REAL_STAMP := $(REAL)/.installed
+# AutoAWQ (deprecated, its package __init__ needs datasets): only its sdist, unpacked; the adapter imports
+# two modules from it (conformance/adapters/autoawq.py). compressed-tensors 0.20.0 is pure torch.
+AUTOAWQ_VERSION := 0.2.9
+AUTOAWQ_SHA256  := f3397687118c7d23c769de0de05ff1dca8950a2644acbe1b6eb1399c691fe7ee
 REAL_DEPS  := torch==2.13.0 "transformers>=5.20.2" "accelerate>=1.15.0" threadpoolctl packaging device-smi \
               protobuf pillow requests pypcre tokenicer logbar dill defuser
 
@@ -25,8 +29,22 @@ $(STAMP): $(BIN)/python pyproject.toml
 demo: $(STAMP)
 	$(BIN)/python -m qformats.demo
 
-test: $(STAMP) real-subjects ggml-oracle
-	QFORMATS_GGML_LIB=$(abspath $(GGML_LIB)) QFORMATS_GGML_VERSION=$(GGML_VERSION) $(BIN)/python -m pytest -q
+test: $(STAMP) real-subjects ggml-oracle browser
+	QFORMATS_GGML_LIB=$(abspath $(GGML_LIB)) QFORMATS_GGML_VERSION=$(GGML_VERSION) QFORMATS_CHROMIUM=$(CHROMIUM) $(BIN)/python -m pytest -q
+
+# The results page's browser test (tests/conformance/test_html_browser.py) drives headless Chromium from the
+# distribution's package over the DevTools pipe. Installed when missing (about 1.5 minutes); a failed install
+# stops `make test` here rather than letting the test skip.
+CHROMIUM ?= /usr/bin/chromium
+browser: $(BIN)/python
+	@test -x $(CHROMIUM) || { 	  echo "installing chromium for the results page's browser test (apt-get, log: $(VENV)/chromium-install.log)"; 	  SUDO=$$( [ "$$(id -u)" -eq 0 ] || echo sudo ); 	  $$SUDO apt-get update -q > $(VENV)/chromium-install.log 2>&1 && 	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >> $(VENV)/chromium-install.log 2>&1 && 	  test -x $(CHROMIUM); 	} || { tail -20 $(VENV)/chromium-install.log; echo "chromium could not be installed at $(CHROMIUM): the browser test needs it"; exit 1; }
+
+# Every real library that installs here as a conformance subject (ggml, gguf-py, GPTQModel): the runs kept in
+# results/real_libraries.json, the results page build/matrix/index.html (with qformats' reference as a column)
+# and the README's real-library table, all from the same runs (conformance/realruns.py).
+matrix: $(STAMP) real-subjects ggml-oracle
+	QFORMATS_GGML_LIB=$(abspath $(GGML_LIB)) $(BIN)/python -m conformance.realruns --out build/matrix \
+	  --bundle results/real_libraries.json --readme README.md --real-python $(REAL)/bin/python --reference
 
 real-subjects: $(STAMP)
 	@test -f $(REAL_STAMP) || { \
@@ -35,6 +53,12 @@ real-subjects: $(STAMP)
 	  $(REAL)/bin/python -m pip install -q --no-deps gptqmodel==7.7.0 && \
 	  $(REAL)/bin/python -m pip install -q -e . && touch $(REAL_STAMP); \
 	} > $(VENV)/real-install.log 2>&1 || echo "real subjects: install failed, see $(VENV)/real-install.log"
+	@test -f $(REAL)/.installed-awq-ct || test ! -f $(REAL_STAMP) || { \
+	  $(REAL)/bin/python -m pip install -q torch==2.13.0 compressed-tensors==0.20.0 && mkdir -p $(REAL)/src && \
+	  $(REAL)/bin/python -m pip download -q --no-deps --no-binary :all: autoawq==$(AUTOAWQ_VERSION) -d $(REAL)/src && \
+	  echo "$(AUTOAWQ_SHA256)  $(REAL)/src/autoawq-$(AUTOAWQ_VERSION).tar.gz" | sha256sum --check --quiet && \
+	  tar -xzf $(REAL)/src/autoawq-$(AUTOAWQ_VERSION).tar.gz -C $(REAL)/src && touch $(REAL)/.installed-awq-ct; \
+	} >> $(VENV)/real-install.log 2>&1 || echo "real subjects (AutoAWQ, compressed-tensors): install failed, see $(VENV)/real-install.log"
 
 # The ggml oracle (Q4K-6.2): ggml's own q4_K quantizer and decoder, built from the C source that the
 # ggml-py sdist vendors (vendor/ggml: ggml 0.10.1, llama.cpp sync 3142f1db), pinned by hash. Only

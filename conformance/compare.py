@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["Judgement", "exact", "within_bound", "round_bfloat16", "first_mismatches", "U_W"]
+__all__ = ["Judgement", "exact", "within_bound", "round_bfloat16", "first_mismatches", "U_W", "allowed_dtypes"]
 
 U32 = 2.0 ** -24
 U_W, ETA_W = 2.0 ** -11, 2.0 ** -25
@@ -35,10 +35,20 @@ FLOAT_RANK = {"bfloat16": 1, "float16": 1, "float32": 2, "float64": 3}
 FP16_OVERFLOW = 65520.0          # values at or above this round to inf in float16 (round to nearest)
 
 
+def allowed_dtypes(reference_dtype: str) -> tuple[str, ...]:
+    """The dtypes a dequantize result may have (spec/kernels.md KC-2.2): the reference dtype, a wider one,
+    and for a float32 reference the two 16-bit floats (correctly rounded). A float16 reference (SpQR) has
+    no narrower dtype: bfloat16 cannot hold its values."""
+    if reference_dtype == "float16":
+        return ("float16", "float32", "float64")
+    return ("float16", "bfloat16", "float32", "float64")
+
+
 @dataclass(frozen=True)
 class Judgement:
     ok: bool
     detail: str
+    zero_signs_only: bool = False      # every mismatch is a zero of the wrong sign (KC-2.4)
 
 
 def round_bfloat16(x: np.ndarray) -> np.ndarray:
@@ -87,7 +97,8 @@ def exact(actual: np.ndarray, actual_dtype: str, reference: np.ndarray, *, signe
                                                                     " (numeric equality declared: +0 == -0)"))
     flipped = bad & (got == 0) & (expected == 0)
     why = f"; {int(flipped.sum())} zeros of the wrong sign" if flipped.any() else ""
-    return Judgement(False, f"{rule}: {first_mismatches(bad, got, expected)}{why}")
+    return Judgement(False, f"{rule}: {first_mismatches(bad, got, expected)}{why}",
+                     zero_signs_only=bool(flipped.sum() == bad.sum()))
 
 
 def bound(x: np.ndarray, w: np.ndarray, out_dtype: str, *, w_rounding: bool) -> tuple[np.ndarray, np.ndarray]:

@@ -1,6 +1,7 @@
 """The NumPy reference as conformance subjects, one function per format and op, called exactly as the
-contract calls any kernel (DESIGN.md §6). The suite must pass them 100 %: they are the ground truth
-run through the same door as everyone else.
+contract calls any kernel (DESIGN.md §6, spec/kernels.md KC-1). The suite must pass them 100 %: they
+are the ground truth run through the same door as everyone else, and they are validating decoders
+(KC-4.2): they reject every non-conforming input.
 
     qformats conformance kernel conformance.reference:gptq_dequantize_v1 --format gptq_v1 --op dequantize
 """
@@ -11,7 +12,9 @@ from typing import Any
 
 import numpy as np
 
+from qformats.errors import fail
 from qformats.formats import gptq, q4_k, spqr
+from qformats.formats.q4_k.checks import check_blocks
 
 __all__ = ["gptq_dequantize_v1", "gptq_dequantize_v2", "gptq_matmul_v1", "gptq_matmul_v2", "gptq_pack_v1",
            "gptq_pack_v2", "q4_k_dequantize", "q4_k_matmul", "q4_k_quantize", "spqr_dequantize", "spqr_matmul"]
@@ -56,12 +59,21 @@ def gptq_pack_v2(*, codes, zeros, scales, g_idx, bits, group_size):
     return _pack("v2", codes, zeros, scales, g_idx, bits, group_size)
 
 
+def _q4_k_checked(blocks, rows, n) -> np.ndarray:
+    """The validating reference decoder (spec/kernels.md KC-4.2): dtype, shape against ``rows`` and ``n``,
+    finite scales (Q4K-5.1 to 5.4), then the decode."""
+    check_blocks(blocks, tensor="blocks", n=n, finite=True)
+    if np.asarray(blocks).shape[0] != rows:
+        raise fail("q4k.blocks.shape", "blocks", f"{rows} rows", np.asarray(blocks).shape[0])
+    return q4_k.dequantize(blocks, strict=True)
+
+
 def q4_k_dequantize(*, blocks, rows, n):
-    return q4_k.dequantize(blocks)
+    return _q4_k_checked(blocks, rows, n)
 
 
 def q4_k_matmul(*, blocks, rows, n, x):
-    return _matmul(x, q4_k.dequantize(blocks))
+    return _matmul(x, _q4_k_checked(blocks, rows, n))
 
 
 def q4_k_quantize(*, x):

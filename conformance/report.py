@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 import xml.etree.ElementTree as ET
 
+from .provenance import run_document
 from .runner import RunResult
+from .subject import SubjectDeclaration
 
-__all__ = ["to_text", "to_json", "to_junit"]
+__all__ = ["to_text", "to_json", "to_html", "to_junit"]
 
 SHOWN = ("fail", "error", "warning", "expected-failure")
 
@@ -16,17 +18,45 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
+LEVEL_MEANING = {
+    "validating": "conforming input decoded exactly, and every non-conforming input the suite holds rejected",
+    "decoder": "conforming input decoded exactly; non-conforming input rejected or decoded by a named reading",
+    "numeric": "conforming input decoded exactly with +0 == -0 (declared numeric zeros): below the decoder level",
+    "none": "a case failed or errored at the decoder level",
+    "reference-equivalent": "every case byte-identical to the reference writer",
+    "conforming": "every written layer conforms and decodes to the reference values",
+}
+
+
+def _level_lines(result: RunResult) -> list[str]:
+    """The conformance level block of spec/kernels.md KC-4.4: claimed, reached, readings, unenforced rules."""
+    level = result.level()
+    lines = [f"level: claimed {level['claimed']}, reached {level['reached']} "
+             f"({LEVEL_MEANING.get(level['reached'], level['reached'])}; KC-4)"]
+    for feature, reading in level["readings"].items():
+        lines.append(f"  reading of {feature}: {reading}")
+    if level["unenforced"]:
+        lines.append(f"  not enforced (non-conforming input decoded, not rejected): {', '.join(level['unenforced'])}")
+    if level["reached"] in ("decoder", "numeric") and level.get("validation_cases", 0):
+        lines.append("  a decoder-level pass says nothing about validation: claim \"level\": \"validating\" "
+                     "to be held to these rules")
+    elif level["reached"] == "decoder" and result.op in ("dequantize", "matmul"):
+        lines.append("  no non-conforming input was run: validation was not judged")
+    return lines
+
+
 def to_text(result: RunResult, *, verbose: bool = False, coverage: bool = True) -> str:
     counts = result.counts
     verdict = "CONFORMS" if result.conforms else "DOES NOT CONFORM"
     summary = ", ".join(f"{n} {status}" for status, n in counts.items() if n)
     lines = [f"{result.subject} as {result.format} {result.op}: {verdict} ({_plural(len(result.cases), 'case')}: "
              f"{summary or 'none'})"]
+    lines += _level_lines(result)
     for status in SHOWN + (("not-applicable",) if verbose else ()):
         rows = [c for c in result.cases if c.status == status]
         limit = len(rows) if verbose else 10
         for c in rows[:limit]:
-            lines.append(f"  {status.upper():16s} {c.id} [{', '.join(c.clauses)}]: {c.detail}")
+            lines.append(f"  {status.upper():16s} {c.id} [{', '.join(c.attributed)}]: {c.detail}")
         if len(rows) > limit:
             lines.append(f"  ... and {len(rows) - limit} more {status} (--verbose lists them)")
     if coverage:
@@ -36,8 +66,17 @@ def to_text(result: RunResult, *, verbose: bool = False, coverage: bool = True) 
     return "\n".join(lines) + "\n"
 
 
-def to_json(result: RunResult) -> str:
-    return json.dumps(result.as_json(), indent=1)
+def to_json(result: RunResult, *, device: str | None = None, declaration: SubjectDeclaration | None = None) -> str:
+    """The DESIGN.md §6 keys and the run's provenance: suite version and case digests, the subject and the
+    library it judges, platform, Python, numpy, torch and the device (conformance/provenance.py)."""
+    return json.dumps(run_document(result, device=device, declaration=declaration), indent=1)
+
+
+def to_html(result: RunResult, *, device: str | None = None, declaration: SubjectDeclaration | None = None) -> str:
+    """The results page (conformance/html.py) of this one run: one self-contained HTML file."""
+    from .html import page
+
+    return page([run_document(result, device=device, declaration=declaration)])
 
 
 def to_junit(result: RunResult) -> str:

@@ -6,10 +6,14 @@
 
 Statuses: ``pass``; ``fail`` (a wrong answer); ``error`` (the subject raised on a conforming input,
 hung past the per-case limit, crashed, or returned the wrong shape or dtype); ``not-applicable``
-(outside the declared features); ``expected-failure`` (a declared known failure, with its reason);
-``warning`` (informative cases that differ, declared ``wrap`` decoding of non-conforming input, an
-expected failure that passed, a writer below the quality of the reference). Only ``fail`` and
-``error`` break conformance.
+(outside the declared features, or non-conforming input that only a validating decoder must reject,
+decoded by a subject that claims the decoder level); ``expected-failure`` (a declared known failure,
+with its reason); ``warning`` (an expected failure that passed, a writer below the quality of the
+reference, an informative writer case that differs). Only ``fail`` and ``error`` break conformance.
+
+Every run also reports its conformance level (spec/kernels.md KC-4): the level claimed, the level
+reached, the named reading the subject follows for each feature that has them (GPTQ v1 all-ones zero
+fields, non-finite super-scales) and the MUST-reject clauses it does not enforce.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from qformats.formats.registry import Face, subject_format
 
 from . import judges
 from .catalog import pinned_digests, third_party_cases
+from .levels import level_report
 from .subject import SubjectDeclaration, SubjectProcess
 
 __all__ = ["CaseResult", "RunResult", "run_kernel", "select_cases", "judge_case", "matmul_input", "STATUSES"]
@@ -37,14 +42,39 @@ BATCHES = (1, 4, 16)
 
 @dataclass(frozen=True)
 class CaseResult:
+    """One case's outcome. ``clause`` is the attributed clause (KC-5: what the mismatch violates first;
+    the case's own first clause when nothing failed), ``clauses`` every clause the case exercises.
+    ``decoder_status`` is the status under the decoder level; ``validation`` the MUST-reject clause of
+    non-conforming input, ``rejected`` whether the subject rejected it; ``feature`` and ``readings`` the
+    named readings its answer matched."""
+
     id: str
     status: str
     clauses: tuple[str, ...]
     detail: str
     seconds: float = 0.0
+    clause: str = ""
+    decoder_status: str = ""
+    validation: str | None = None
+    rejected: bool = False
+    feature: str | None = None
+    readings: tuple[str, ...] = ()
+
+    @property
+    def attributed(self) -> tuple[str, ...]:
+        """The attributed clause, then the case's other clauses."""
+        head = self.clause or (self.clauses[0] if self.clauses else "")
+        return tuple(dict.fromkeys((head, *self.clauses))) if head else self.clauses
 
     def as_json(self) -> dict[str, Any]:
-        return {"id": self.id, "status": self.status, "clauses": list(self.clauses), "detail": self.detail}
+        out = {"id": self.id, "status": self.status, "clause": self.attributed[0] if self.attributed else "",
+               "clauses": list(self.attributed), "detail": self.detail}
+        if self.validation is not None:
+            out["validation"] = {"clause": self.validation, "rejected": self.rejected,
+                                 "decoder_status": self.decoder_status or self.status}
+        if self.feature is not None:
+            out["reading"] = {"feature": self.feature, "matched": list(self.readings)}
+        return out
 
 
 @dataclass
@@ -53,6 +83,11 @@ class RunResult:
     format: str
     op: str
     cases: list[CaseResult] = field(default_factory=list)
+    declaration: SubjectDeclaration = field(default_factory=SubjectDeclaration)
+
+    def level(self) -> dict[str, Any]:
+        """The conformance level of the run (KC-4): claimed, reached, readings, unenforced clauses."""
+        return level_report(self.cases, self.declaration, self.op)
 
     @property
     def counts(self) -> dict[str, int]:
@@ -74,7 +109,7 @@ class RunResult:
 
     def as_json(self) -> dict[str, Any]:
         return {"subject": self.subject, "format": self.format, "op": self.op, "counts": self.counts,
-                "cases": [c.as_json() for c in self.cases], "coverage": self.coverage()}
+                "level": self.level(), "cases": [c.as_json() for c in self.cases], "coverage": self.coverage()}
 
 
 def select_cases(fmt: str, op: str, pattern: str | None = None) -> list[Case]:
@@ -104,7 +139,7 @@ def matmul_input(case: Case, k: int) -> np.ndarray:
 def judge_case(case: Case, op: str, face: Face, decl: SubjectDeclaration, proc: SubjectProcess,
                digests: dict[str, str]) -> CaseResult:
     def result(status: str, detail: str, seconds: float = 0.0) -> CaseResult:
-        return CaseResult(case.id, status, case.clauses, detail, seconds)
+        return CaseResult(case.id, status, case.clauses, detail, seconds, clause=case.clauses[0] if case.clauses else "")
 
     unsupported = decl.unsupported(case.features)
     if unsupported:
@@ -114,17 +149,25 @@ def judge_case(case: Case, op: str, face: Face, decl: SubjectDeclaration, proc: 
         why = "has no pinned sha256" if pinned is None else "regenerated to bytes other than the pinned sha256"
         return result("error", f"case data {why}: the generator drifted (numpy {np.__version__}); "
                                "not run, so that no subject is judged on unproven data")
-    # read ops: computed once, for x's width and the judge; writers' judges know their own expectation
-    reference = face.reference(case) if op in READ_OPS else None
-    x = matmul_input(case, reference.shape[1]) if op == "matmul" and reference is not None else None
+    # read ops: the reference is computed once, for x's width and the judge (non-conforming input has
+    # none: its named readings are the judge's); writers' judges know their own expectation
+    conforming = op in READ_OPS and not judges.nonconforming(case, op)
+    reference = face.reference(case) if conforming else None
+    if op == "matmul":
+        x = matmul_input(case, reference.shape[1] if reference is not None else judges.nominal_shape(case, face)[1])
+    else:
+        x = None
     answer = proc.call(dict(case.inputs) | ({"x": x} if x is not None else {}), dict(case.params))
-    status, detail = judges.judge(case, op, face, decl, answer, x, reference)
+    v = judges.judge(case, op, face, decl, answer, x, reference)
+    status, detail = v.status, v.detail
     reason = decl.expected_failure(case.id)
     if reason is not None and status in ("fail", "error"):
         status, detail = "expected-failure", f"{reason} ({detail})"
     elif reason is not None and status == "pass":
         status, detail = "warning", f"declared as an expected failure ({reason}) but passed: remove the entry"
-    return result(status, detail, answer.seconds)
+    return CaseResult(case.id, status, case.clauses, detail, answer.seconds, clause=v.clause,
+                      decoder_status=v.decoder_status or v.status, validation=v.validation, rejected=v.rejected,
+                      feature=v.feature, readings=v.readings)
 
 
 def run_kernel(entry: str, *, fmt: str, op: str, device: str | None = None, declaration: SubjectDeclaration | None = None,
@@ -158,4 +201,4 @@ def run_kernel(entry: str, *, fmt: str, op: str, device: str | None = None, decl
 
     with ThreadPoolExecutor(max_workers=len(shards)) as pool:
         done = {r.id: r for rs in pool.map(run_shard, shards) for r in rs}
-    return RunResult(subject=entry, format=fmt, op=op, cases=[done[c.id] for c in cases])
+    return RunResult(subject=entry, format=fmt, op=op, cases=[done[c.id] for c in cases], declaration=decl)

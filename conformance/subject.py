@@ -3,19 +3,24 @@
 The declaration is a small JSON file (``--subject-file``), strict about unknown keys::
 
     {
+      "level": "validating",
       "supports": {"bits": ["4", "8"], "g_idx": ["trivial", "static_groups"]},
-      "v1_zero_fields": "reject",
       "claims": "reference-equivalent",
       "expected_failures": [{"case": "gptq_v1/read/b8_.*", "reason": "8-bit zero offset bug, issue #12"}]
     }
 
-``supports`` maps a feature key to the values the subject handles; a case tagged ``key:value`` with
-a value outside the list is *not-applicable* (reported, never dropped). ``v1_zero_fields`` is
-``reject`` (the spec's rule, GPTQ-3.4) or ``wrap``: the subject decodes all-ones v1 fields as zero 0,
-the documented real-tool reading (GPTQ-4.2), and says so. ``claims`` is ``conforming`` (the default) or
-``reference-equivalent``: an encoder (``quantize``) that claims to write llama.cpp's own bytes fails on
-any case where it does not (Q4K-6.2, GGML-5.3). Every expected failure needs a reason
-(the onnxruntime filter-file pattern).
+``level`` is the conformance level the subject claims (spec/kernels.md KC-4): ``decoder`` (the default:
+exact values of conforming input; non-conforming input rejected or decoded by a reading the spec names)
+or ``validating`` (additionally rejects every non-conforming input). ``supports`` maps a feature key to
+the values the subject handles; a case tagged ``key:value`` with a value outside the list is
+*not-applicable* (reported, never dropped). ``zeros`` is ``signed`` (the default: the sign of zero
+counts, KC-2.4) or ``numeric`` (+0 == -0: the lower *numeric* level, KC-4.3). ``claims`` is
+``conforming`` (the default) or ``reference-equivalent``: an encoder (``quantize``) that claims to write
+llama.cpp's own bytes fails on any case where it does not (Q4K-6.2, GGML-5.3). ``v1_zero_fields``
+(optional) narrows what the subject does with GPTQ v1 all-ones zero fields to one outcome: ``reject``
+(GPTQ-3.4) or ``wrap`` (the field-local wrap reading, GPTQ-4.2); without it any named reading passes at
+the decoder level and the report says which one the subject follows. Every expected failure needs a
+reason (the onnxruntime filter-file pattern).
 """
 
 from __future__ import annotations
@@ -67,8 +72,10 @@ class SubjectDeclaration(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
+    # the conformance level claimed (KC-4): "decoder" or "validating" (also rejects every non-conforming input)
+    level: Literal["decoder", "validating"] = "decoder"
     supports: dict[str, list[str]] = {}
-    v1_zero_fields: Literal["reject", "wrap"] = "reject"
+    v1_zero_fields: Literal["reject", "wrap"] | None = None
     expected_failures: list[ExpectedFailure] = []
     # an encoder that claims the reference-equivalent level (llama.cpp's bytes, Q4K-6.2 / GGML-4.4) is held
     # to it: any other bytes fail, where a merely conforming encoder passes with valid blocks
@@ -76,6 +83,11 @@ class SubjectDeclaration(BaseModel):
     # dequantize results compare bit for bit as values, the sign of zero included; "numeric" declares
     # +0 == -0, a lower level that the report states
     zeros: Literal["signed", "numeric"] = "signed"
+
+    @property
+    def claimed_level(self) -> str:
+        """The level claimed: ``numeric`` when +0 == -0 is declared (KC-4.3), else ``level``."""
+        return "numeric" if self.zeros == "numeric" else self.level
 
     def unsupported(self, features: tuple[str, ...]) -> list[str]:
         """The case's feature tags this subject does not declare support for."""

@@ -75,7 +75,7 @@ def _cmd_decode(args: argparse.Namespace) -> int:
     from .tools import decode
 
     for name, note in decode(args.path, args.tensor, args.output, source_version=args.source_version,
-                             permuted=args.permuted).items():
+                             permuted=args.permuted, reader=args.reader, force=args.force).items():
         print(f"{name} -> {args.output}: {note}")
     return 0
 
@@ -83,14 +83,17 @@ def _cmd_decode(args: argparse.Namespace) -> int:
 def _cmd_convert(args: argparse.Namespace) -> int:
     from .tools import convert
 
-    done = convert(args.path, args.output, to=args.to, source_version=args.source_version)
-    print(f"converted {done['layers']} GPTQ layers to {args.to}: {args.output}")
+    from .report import plural
+
+    done = convert(args.path, args.output, to=args.to, source_version=args.source_version, reader=args.reader)
+    how = f" as {args.reader} reads them" if args.reader else ""
+    print(f"converted {plural(done['layers'], 'GPTQ layer')} to {args.to}{how}: {args.output}")
     return 0
 
 
 def _cmd_conformance_kernel(args: argparse.Namespace) -> int:
     from conformance import load_declaration, run_kernel
-    from conformance.report import to_json, to_junit, to_text
+    from conformance.report import to_html, to_json, to_junit, to_text
 
     total = [0]
 
@@ -99,16 +102,37 @@ def _cmd_conformance_kernel(args: argparse.Namespace) -> int:
         sys.stderr.write(f"\r{total[0]} cases run")
         sys.stderr.flush()
 
+    declaration = load_declaration(args.subject_file)
     result = run_kernel(args.entry, fmt=args.format, op=args.op, device=args.device,
-                        declaration=load_declaration(args.subject_file), jobs=args.jobs, timeout=args.timeout,
+                        declaration=declaration, jobs=args.jobs, timeout=args.timeout,
                         pattern=args.cases, progress=tick if sys.stderr.isatty() else None)
     if total[0]:
         sys.stderr.write("\n")
     if args.junit:
         with open(args.junit, "w", encoding="utf-8") as fh:
             fh.write(to_junit(result))
-    sys.stdout.write(to_json(result) + "\n" if args.json else to_text(result, verbose=args.verbose))
+    if args.html:
+        with open(args.html, "w", encoding="utf-8") as fh:
+            fh.write(to_html(result, device=args.device, declaration=declaration))
+    sys.stdout.write(to_json(result, device=args.device, declaration=declaration) + "\n" if args.json
+                     else to_text(result, verbose=args.verbose))
     return 0 if result.conforms else 1
+
+
+def _cmd_conformance_matrix(args: argparse.Namespace) -> int:
+    from conformance.html import page
+    from conformance.matrix import Matrix, load_runs
+
+    runs = load_runs(args.runs)
+    if args.html:
+        with open(args.html, "w", encoding="utf-8") as fh:
+            fh.write(page(runs))
+    m = Matrix(runs)
+    for group in m.groups:
+        cells = [m.cell(group, s) for s in m.subjects]
+        sys.stdout.write(f"{group.label:28s} " + "  ".join(f"{s}: {c.counts['pass']}/{c.total}" for s, c in
+                                                           zip(m.subjects, cells) if c.total) + "\n")
+    return 0
 
 
 def _cmd_conformance_checkpoint(args: argparse.Namespace) -> int:
@@ -148,12 +172,25 @@ def _conformance_parser(sub) -> None:
                                                                  "called hung and restarted")
     ker.add_argument("--json", action="store_true", help="print the JSON report")
     ker.add_argument("--junit", metavar="FILE", help="also write a JUnit XML report")
+    ker.add_argument("--html", metavar="FILE", help="also write the results page (one self-contained HTML file)")
     ker.add_argument("-v", "--verbose", action="store_true", help="list every non-passing case")
     ker.set_defaults(run=_cmd_conformance_kernel)
+    mx = what.add_parser("matrix", help="lay several --json runs side by side: pass / total per subject and case "
+                                        "group, failures in one subject, clause coverage")
+    mx.add_argument("runs", nargs="+", metavar="RUN.json", help="documents of `conformance kernel --json`, or bundles "
+                                                                 "{\"runs\": [...]}")
+    mx.add_argument("--html", metavar="FILE", help="write the results page (one self-contained HTML file)")
+    mx.set_defaults(run=_cmd_conformance_matrix)
     ck = what.add_parser("checkpoint", help="validate a checkpoint and tell which real readers decode it correctly")
     ck.add_argument("path")
     ck.add_argument("--json", action="store_true")
     ck.set_defaults(run=_cmd_conformance_checkpoint)
+
+
+def _gptq_readers() -> list[str]:
+    from .formats.gptq.quirks import READERS
+
+    return list(READERS)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -188,6 +225,10 @@ def build_parser() -> argparse.ArgumentParser:
                      help="GPTQ: what the stored zeros really are, for a checkpoint whose label contradicts them")
     dec.add_argument("--permuted", action="store_true",
                      help="SpQR: keep the permuted column order (as spqr_quant's dequantize()); default: original")
+    dec.add_argument("--reader", choices=_gptq_readers(),
+                     help="GPTQ: decode as this real reader does (spec/gptq.md GPTQ-4.2), e.g. gptqmodel for a "
+                          "GPTQModel-written v1 checkpoint with zero points 0; default: the spec reader")
+    dec.add_argument("--force", action="store_true", help="replace OUT if it exists (default: refuse)")
     dec.set_defaults(run=_cmd_decode)
     conv = sub.add_parser("convert", help="rewrite a GPTQ checkpoint's zeros as v2 (lossless) or v1")
     conv.add_argument("path")
@@ -195,6 +236,9 @@ def build_parser() -> argparse.ArgumentParser:
     conv.add_argument("-o", "--output", required=True)
     conv.add_argument("--source-version", choices=("v1", "v2"),
                       help="what the stored zeros really are, overriding a wrong checkpoint_format label")
+    conv.add_argument("--reader", choices=_gptq_readers(),
+                      help="--to gptq_v2 only: store the zero points this real reader uses (GPTQ-4.2), e.g. "
+                           "gptqmodel to keep a GPTQModel-written v1 checkpoint's zero points 0")
     conv.set_defaults(run=_cmd_convert)
     _conformance_parser(sub)
     fix = sub.add_parser("fixtures", help="check the fixture manifest, or pin the generated conformance cases")

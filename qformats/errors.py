@@ -32,6 +32,27 @@ CODES: dict[str, tuple[str, str]] = {
     "bits.unsupported": ("QF-3.1", "field width outside the supported set"),
     "bits.value_range": ("QF-3.2", "a value does not fit in its b-bit field"),
     "bits.length": ("QF-3.3", "the packed axis does not fill whole 32-bit words"),
+    # -- AWQ GEMM (spec/awq.md) ------------------------------------------------------------
+    "awq.config.invalid": ("AWQ-5.1", "AWQ quantization config value outside its domain"),
+    "awq.config.unknown_key": ("AWQ-5.1", "AWQ config key the spec does not define (warning)"),
+    "awq.config.other_layout": ("AWQ-1.2", "version names an AutoAWQ layout other than GEMM"),
+    "awq.config.tensor_mismatch": ("AWQ-5.2", "modules_to_not_convert names a module that holds AWQ tensors"),
+    "awq.codes.range": ("AWQ-3.2", "a code handed to the AWQ packer is outside [0, 15]"),
+    "awq.zero.range": ("AWQ-3.2", "a zero point handed to the AWQ packer is outside [0, 15]"),
+    "awq.scales.nonfinite": ("AWQ-3.3", "an AWQ scale is NaN or infinite"),
+    "awq.group.shape": ("AWQ-2.2", "group size does not divide in_features"),
+    "awq.label.mismatch": ("AWQ-6.2", "version gemm, but qweight is packed along the input axis"),
+    "awq.convert.unrepresentable": ("AWQ-4.2", "a layer AWQ GEMM cannot express (bits, act-order, short group)"),
+    # -- compressed-tensors pack-quantized (spec/compressed_tensors.md) --------------------
+    "ctensors.config.invalid": ("CT-5.1", "compressed-tensors quantization_config value outside its domain"),
+    "ctensors.config.tensor_mismatch": ("CT-5.4", "a module's tensors contradict the config group that covers it"),
+    "ctensors.config.ignore_unmatched": ("CT-5.2", "an ignore entry names no module of the checkpoint (warning)"),
+    "ctensors.value.range": ("CT-2.3", "a code or zero point handed to the packer is outside the signed range"),
+    "ctensors.scales.nonfinite": ("CT-3.3", "a weight_scale is NaN or infinite"),
+    "ctensors.group.shape": ("CT-2.2", "group size does not divide in_features"),
+    "ctensors.g_idx.range": ("CT-2.4", "a weight_g_idx value is outside [0, G)"),
+    "ctensors.padding.nonzero": ("CT-2.3", "bits after the last value of a packed row are not zero (warning)"),
+    "ctensors.convert.unrepresentable": ("CT-4.1", "a layer the target format cannot express"),
     # -- GPTQ (spec/gptq.md) ---------------------------------------------------------------
     "gptq.config.invalid": ("GPTQ-6.1", "quantization config value outside its domain"),
     "gptq.config.unknown_key": ("GPTQ-6.4", "config key the spec does not define (warning)"),
@@ -243,6 +264,12 @@ class QFormatsError(ValueError):
         where = f"{self.file}: " if self.file else ""
         return f"{where}{self.message} [{self.code}, {self.clause}]"
 
+    def __reduce__(self):
+        # A worker process (validate --jobs N) sends its error back by pickle: rebuild the same
+        # error, every field included, not a TypeError from the keyword-only constructor.
+        return (_rebuild_error, (self.code, self.message, self.tensor, self.constraint, self.actual,
+                                 self.clause, self.file))
+
     def within(self, prefix: str) -> "QFormatsError":
         """A copy whose tensor name is qualified by a layer name (``q_proj`` + ``scales``)."""
         if not prefix or self.tensor and (self.tensor == prefix or self.tensor.startswith(prefix + ".")):
@@ -258,6 +285,12 @@ class QFormatsError(ValueError):
             self.code, self.message, tensor=self.tensor, constraint=self.constraint,
             actual=self.actual, clause=self.clause, file=file,
         )
+
+
+def _rebuild_error(code, message, tensor, constraint, actual, clause, file) -> QFormatsError:
+    """Unpickling target of :meth:`QFormatsError.__reduce__`."""
+    return QFormatsError(code, message, tensor=tensor, constraint=constraint, actual=actual, clause=clause,
+                         file=file)
 
 
 def fail(code: str, tensor: str | None, constraint: str, actual: Any, *, clause: str | None = None,

@@ -44,7 +44,7 @@ class FixtureEntry(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     id: str
-    format: Literal["gptq", "spqr", "q4_k", "ggml", "gguf", "safetensors"]
+    format: Literal["gptq", "spqr", "q4_k", "ggml", "awq", "ctensors", "gguf", "safetensors"]
     kind: Literal["layer", "checkpoint", "container"]
     clauses: tuple[str, ...]
     features: tuple[str, ...] = ()

@@ -19,11 +19,14 @@ from .validate import Report, validate
 
 __all__ = ["rows", "render"]
 
-# (row key, header); the layer column is shortened from the left when the table is too wide.
+# (row key, header). The format column carries the label (gptq_v1 = checkpoint_format gptq); "zeros say"
+# is what the stored zeros testify (GPTQ-8). Layer names are never shortened: when the table is too wide,
+# the rightmost columns are left out, and a last line says which.
 COLUMNS = (("layer", "layer"), ("format", "format"), ("bits", "bits"), ("group_size", "gs"),
            ("in_features", "in"), ("out_features", "out"), ("bits_per_weight", "bpw"), ("g_idx", "g_idx"),
-           ("evidence", "label"), ("outlier_fraction", "outliers"), ("max_abs", "max|w|"), ("std", "std"),
+           ("evidence", "zeros say"), ("outlier_fraction", "outliers"), ("max_abs", "max|w|"), ("std", "std"),
            ("nonfinite", "non-finite"))
+KEEP = 3   # layer, format, bits: never left out
 
 
 def rows(path: str, fmt: str = "auto") -> tuple[Report | None, list[dict[str, Any]]]:
@@ -55,18 +58,21 @@ def _cell(value: object) -> str:
 
 
 def render(table: list[dict[str, Any]], width: int | None = None) -> list[str]:
-    """Lines of the table, no trailing spaces, at most ``width`` columns (the terminal's, or 100)."""
+    """Lines of the table, no trailing spaces, at most ``width`` columns (the terminal's, or 100) unless a
+    layer name alone is wider: names are shown whole, columns on the right are left out to fit."""
     width = width or shutil.get_terminal_size((100, 24)).columns
     present = [(key, head) for key, head in COLUMNS if any(row.get(key) is not None for row in table)]
     cells = [[_cell(row.get(key)) for key, _ in present] for row in table]
     widths = [max([len(head)] + [len(r[i]) for r in cells]) for i, (_, head) in enumerate(present)]
-    spare = width - (sum(widths) + 2 * (len(widths) - 1))
-    if spare < 0 and widths:                               # shorten layer names from the left
-        keep = max(len("layer"), widths[0] + spare)
-        cells = [[c if len(c) <= keep else "…" + c[len(c) - keep + 1:]] + rest for c, *rest in cells]
-        widths[0] = keep
-    header = "  ".join(head.ljust(w) for (_, head), w in zip(present, widths)).rstrip()
-    return [header] + ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cells]
+    shown = len(present)
+    while shown > KEEP and sum(widths[:shown]) + 2 * (shown - 1) > width:
+        shown -= 1
+    header = "  ".join(head.ljust(w) for (_, head), w in zip(present[:shown], widths)).rstrip()
+    lines = [header] + ["  ".join(c.ljust(w) for c, w in zip(r[:shown], widths)).rstrip() for r in cells]
+    if shown < len(present):
+        lines.append(f"(left out to fit {width} columns: {', '.join(h for _, h in present[shown:])}; "
+                     "--width to widen)"[:max(width, 20)])
+    return lines
 
 
 def empty_reason(report: Report) -> str:

@@ -54,7 +54,7 @@ def _group_lines(code: str, items: list, layer_names: list[str], verbose: bool) 
         total = sum(n for _, n in counts)
         per = ", ".join(f"{name or '?'} {n}" for name, n in counts[:MAX_PER_GROUP])
         where += f" ({total} in all: {per}{', ...' if len(counts) > MAX_PER_GROUP else ''})"
-    lines = [f"  {code} [{items[0].clause}] {where}: {items[0].message}"]
+    lines = [f"  {code} [{items[0].clause}] {where}: {_indented(items[0].message)}"]
     if named:
         shown = ", ".join(named[:MAX_PER_GROUP]) + (f", ... (+{len(named) - MAX_PER_GROUP})"
                                                     if len(named) > MAX_PER_GROUP else "")
@@ -62,8 +62,13 @@ def _group_lines(code: str, items: list, layer_names: list[str], verbose: bool) 
     others = sorted({f.tensor for f, name in zip(items, layers) if f.tensor and not name})
     if others:
         lines.append(f"    where: {', '.join(others[:MAX_PER_GROUP])}")
-    lines += [f"    also: {extra.message}" for extra in items[1:MAX_PER_GROUP if verbose else 1]]
+    lines += [f"    also: {_indented(extra.message)}" for extra in items[1:MAX_PER_GROUP if verbose else 1]]
     return lines
+
+
+def _indented(message: str) -> str:
+    """A message's own lines (a finding's "fix:" line) indented under its first."""
+    return message.replace("\n", "\n    ")
 
 
 def _deep_lines(report: Report, verbose: bool) -> list[str]:

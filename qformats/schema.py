@@ -24,6 +24,8 @@ FORMATS = {
     "gptq": "qformats.formats.gptq.layout",
     "q4_k": "qformats.formats.q4_k.layout",
     "spqr": "qformats.formats.spqr.layout",
+    "awq": "qformats.formats.awq.layout",
+    "compressed_tensors": "qformats.formats.ctensors.layout",
     "gguf": "qformats.containers.gguf",
 }
 

@@ -20,22 +20,28 @@ from .containers.checkpoint import Checkpoint, open_checkpoint
 from .containers.gguf import PLAIN_TYPES
 from .errors import QFormatsError, fail
 from .formats import gptq
+from .formats.gptq.checks import checked_tensors
 from .formats.gptq.layers import refuse_mislabelled, require_config
 from .formats.gptq.layout import modules_params
 from .formats import registry
 from .layers import load_layer
+from .report import plural
 from .validate import group_layers
 
 __all__ = ["decode", "convert", "read_layer"]
 
 
-def _check_output(path: str, out: str) -> Path:
-    src, dst = Path(path).resolve(), Path(out).resolve()
+def _check_output(path: str, out: str, *, force: bool = False) -> Path:
+    """The resolved output path: outside the input (a symbolic link into it included), not a
+    directory, and new unless ``force`` (an existing file is replaced only when asked)."""
+    src, dst = Path(os.path.realpath(path)), Path(os.path.realpath(out))   # never raises on a link loop
     if dst == src or src in dst.parents:
         raise fail("argument.invalid", "output", "outside the input checkpoint (qformats never writes to its input)",
                    str(out))
     if dst.is_dir():
         raise fail("argument.invalid", "output", "a file path, not an existing directory", str(out))
+    if not force and (dst.exists() or Path(out).is_symlink()):
+        raise fail("argument.invalid", "output", "a path that does not exist yet (--force replaces it)", str(out))
     return dst
 
 
@@ -65,7 +71,7 @@ def read_layer(path: str, module: str) -> dict[str, np.ndarray]:
             if info.type_name in PLAIN_TYPES:
                 return {"weight": np.array(ckpt.gguf.tensor_array(module))}
             return {"blocks": np.array(ckpt.gguf.tensor_rows(module))}
-        layers = {g.name: g for g in group_layers(ckpt.tensor_names())[0]}
+        layers = {g.name: g for g in group_layers(ckpt.tensor_names(), ckpt.config)[0]}
         if module not in layers:
             raise fail("argument.invalid", "module", f"a quantized module of this checkpoint ({len(layers)}, e.g. "
                        f"{next(iter(layers), 'none')})", module)
@@ -81,20 +87,23 @@ def decode(path: str, names: list[str], out: str, **options: Any) -> dict[str, s
     (GPTQ-6.6) and refuse a layer whose zeros contradict its label unless ``source_version`` says
     what they are (GPTQ-8.3). Returns ``{tensor written: what it holds}``; errors name the layer.
     """
-    dst = _check_output(path, out)
+    dst = _check_output(path, out, force=bool(options.pop("force", False)))
     decoded: dict[str, np.ndarray] = {}
     notes: dict[str, str] = {}
     with open_checkpoint(path) as ckpt:
         if ckpt.kind == "gguf":
+            _refuse_reader(options, "a GGUF file")
             for name in names:
                 decoded[name], notes[name] = _decode_gguf(ckpt, name)
         else:
-            layers = {g.name: g for g in group_layers(ckpt.tensor_names())[0]}
+            layers = {g.name: g for g in group_layers(ckpt.tensor_names(), ckpt.config)[0]}
             for name in names:
                 group = layers.get(name) or layers.get(name.rsplit(".", 1)[0])
                 if group is None:
                     raise fail("argument.invalid", "tensor", f"a quantized layer of this checkpoint "
-                               f"({len(layers)} layers, e.g. {next(iter(layers), 'none')})", name)
+                               f"({plural(len(layers), 'layer')}, e.g. {next(iter(layers), 'none')})", name)
+                if group.format != "gptq":
+                    _refuse_reader(options, f"a {group.format} layer ({group.name})")
                 try:
                     w, note = registry.FACES[group.format].layers.decode(ckpt, group, **options)
                 except QFormatsError as err:
@@ -103,6 +112,13 @@ def decode(path: str, names: list[str], out: str, **options: Any) -> dict[str, s
     _atomic_save({k: np.ascontiguousarray(v) for k, v in decoded.items()}, dst,
                  metadata={"producer": "qformats decode", **{f"layout:{k}": v for k, v in notes.items()}})
     return dict(sorted(notes.items()))
+
+
+def _refuse_reader(options: dict[str, Any], what: str) -> None:
+    """--reader emulates GPTQ readers (spec/gptq.md GPTQ-4.2); other formats have one reading."""
+    if options.get("reader") is not None:
+        raise fail("argument.invalid", "reader", "given only for GPTQ layers", f"{options['reader']} for {what}")
+    options.pop("reader", None)
 
 
 def _decode_gguf(ckpt: Checkpoint, name: str) -> tuple[np.ndarray, str]:
@@ -125,7 +141,8 @@ def _converted_config(raw: dict[str, Any], target: str) -> dict[str, Any]:
 VERSIONS = {"gptq_v2": "v2", "v2": "v2", "gptq": "v1", "gptq_v1": "v1", "v1": "v1"}
 
 
-def convert(path: str, out: str, *, to: str, source_version: str | None = None) -> dict[str, int]:
+def convert(path: str, out: str, *, to: str, source_version: str | None = None,
+            reader: str | None = None) -> dict[str, int]:
     """Re-express every GPTQ layer's zeros in the other version (GPTQ-7); config relabelled.
 
     v1 -> v2 is lossless; v2 -> v1 is refused, with the count, when a zero point is 0
@@ -133,7 +150,9 @@ def convert(path: str, out: str, *, to: str, source_version: str | None = None) 
     (GPTQ-8.3): when it equals the target only the label changes, the tensors are copied.
     Without it, a layer whose zeros exactly contradict the label is refused, since converting
     fields the label misnames would shift every zero point by one. Non-GPTQ tensors and every
-    other file are copied unchanged.
+    other file are copied unchanged. ``reader`` (v1 -> v2) stores the zero points that real reader
+    uses instead of the spec's (``gptq.convert``): a GPTQModel-written v1 checkpoint with zero
+    points 0 becomes the v2 checkpoint GPTQModel meant with ``reader="gptqmodel"``.
     """
     target = VERSIONS.get(to)
     if target is None:
@@ -150,20 +169,23 @@ def convert(path: str, out: str, *, to: str, source_version: str | None = None) 
             raise fail("argument.invalid", "source_version", "v1 or v2", source_version)
         if source == target and source_version is None:
             raise fail("argument.invalid", "to", f"a version other than the checkpoint's ({config.version})", to)
-        layers = [g for g in group_layers(ckpt.tensor_names())[0] if g.format == "gptq"]
+        if reader is not None and (source, target) != ("v1", "v2"):
+            raise fail("argument.invalid", "reader", "given only to convert v1 zeros to gptq_v2", reader)
+        layers = [g for g in group_layers(ckpt.tensor_names(), ckpt.config)[0] if g.format == "gptq"]
         params_of = modules_params(config, [group.name for group in layers])
         converted = {}
         for group in layers:
             t = load_layer(ckpt, group)
             p = params_of[group.name]
-            if source_version is None:
-                refuse_mislabelled(group.name, t, p)
-            if source == target:
-                continue
             try:
-                layer = gptq.convert(t, bits=p.bits, to=target, group_size=p.group_size)
+                checked_tensors(t, p.bits, p.group_size)       # names the tensor before anything reads it
+                if source_version is None:
+                    refuse_mislabelled(group.name, t, p)
+                if source == target:
+                    continue
+                layer = gptq.convert(t, bits=p.bits, to=target, group_size=p.group_size, reader=reader)
             except QFormatsError as err:
-                raise err.within(group.name) from None
+                raise err.within(group.name) if err.tensor != group.name else err from None
             converted[group.tensors["qzeros"]] = np.ascontiguousarray(layer.qzeros)
         dst.parent.mkdir(parents=True, exist_ok=True)
         stage = Path(tempfile.mkdtemp(prefix=f".{dst.name}.", dir=dst.parent))  # same filesystem: rename works

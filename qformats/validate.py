@@ -32,12 +32,11 @@ COULD_NOT_RUN = frozenset(COULD_NOT_RUN_CODES) | {"checkpoint.format.unsupported
 # Other layouts, recognised by tensor name and never decoded (QF-5.2).
 FOREIGN_SUFFIXES = {"B": "GPTQ Marlin (B, s)", "SCB": "bitsandbytes int8", "absmax": "bitsandbytes 4-bit",
                     "quant_map": "bitsandbytes 4-bit", "bitsandbytes__nf4": "bitsandbytes nf4",
-                    "bitsandbytes__fp4": "bitsandbytes fp4", "weight_scale": "FP8 / compressed-tensors",
-                    "weight_packed": "compressed-tensors"}
+                    "bitsandbytes__fp4": "bitsandbytes fp4", "weight_scale": "FP8 / compressed-tensors"}
 # quant_method values of other formats; a format's own other layouts are refused by its layers module.
-FOREIGN_METHODS = {"awq": "AWQ", "bitsandbytes": "bitsandbytes", "fp8": "FP8", "marlin": "GPTQ Marlin",
+FOREIGN_METHODS = {"bitsandbytes": "bitsandbytes", "fp8": "FP8", "marlin": "GPTQ Marlin",
                    "gptq_marlin": "GPTQ Marlin", "bitblas": "BitBLAS", "exl2": "EXL2", "hqq": "HQQ",
-                   "aqlm": "AQLM", "quanto": "quanto", "eetq": "EETQ", "compressed-tensors": "compressed-tensors"}
+                   "aqlm": "AQLM", "quanto": "quanto", "eetq": "EETQ"}
 
 
 class Report(BaseModel):
@@ -75,9 +74,10 @@ def _gguf_faces() -> list[registry.Face]:
     return [f for f in registry.FACES.values() if getattr(f.layers, "GGUF_TYPES", ())]
 
 
-def group_layers(names: list[str]) -> tuple[list[LayerGroup], list[str]]:
+def group_layers(names: list[str], config: Any = None) -> tuple[list[LayerGroup], list[str]]:
     """Group tensors into modules by suffix (QF-5.1): the first registered format whose anchor tensor a
-    module holds claims it. Also return the tensors of foreign layouts."""
+    module holds claims it; where formats share an anchor (AWQ and GPTQ: ``qweight``), the one whose
+    ``claims(config)`` says so. Also return the tensors of foreign layouts."""
     by_prefix: dict[str, dict[str, str]] = {}
     for full in names:
         prefix, _, suffix = full.rpartition(".")
@@ -85,11 +85,18 @@ def group_layers(names: list[str]) -> tuple[list[LayerGroup], list[str]]:
     layers: list[LayerGroup] = []
     foreign: list[str] = []
     for prefix, members in sorted(by_prefix.items()):
-        owner = next((f for f in _module_faces() if f.layers.ANCHOR in members), None)
+        owner = _owner([f for f in _module_faces() if f.layers.ANCHOR in members], config)
         if owner is not None:
             layers.append(LayerGroup(prefix, owner.name, {s: members[s] for s in owner.layers.SUFFIXES if s in members}))
-        foreign += [full for suffix, full in members.items() if suffix in FOREIGN_SUFFIXES]
+        foreign += [full for suffix, full in members.items()
+                    if suffix in FOREIGN_SUFFIXES and (owner is None or suffix not in owner.layers.SUFFIXES)]
     return layers, foreign
+
+
+def _owner(candidates: list[registry.Face], config: Any) -> registry.Face | None:
+    """The face that claims a module: one whose ``claims(config)`` is true, else the first without a claim hook."""
+    claimed = [f for f in candidates if getattr(f.layers, "claims", None) is not None and f.layers.claims(config)]
+    return next(iter(claimed), None) or next((f for f in candidates if getattr(f.layers, "claims", None) is None), None)
 
 
 def validate(path: str, *, deep: bool = False, fmt: str = "auto", progress: Progress | None = None,
@@ -120,7 +127,7 @@ def validate(path: str, *, deep: bool = False, fmt: str = "auto", progress: Prog
             return report.model_copy(update={"summary": {**report.summary, "tensors": total,
                                                          "tensors_checked": len(rows)}})
         _refuse_foreign_method(ckpt)
-        layers, foreign = group_layers(ckpt.tensor_names())
+        layers, foreign = group_layers(ckpt.tensor_names(), ckpt.config)
         layers = [layer for layer in layers if fmt in ("auto", layer.format)]
         findings = list(ckpt.findings) + _foreign_findings(foreign)
         if jobs > 1 and len(layers) > 1:
@@ -184,7 +191,7 @@ def _run_subset(path: str, names: list[str], deep: bool) -> tuple[list[dict[str,
     """Worker process: validate the named layers of the checkpoint at ``path``."""
     with open_checkpoint(path) as ckpt:
         wanted = set(names)
-        layers = [layer for layer in group_layers(ckpt.tensor_names())[0] if layer.name in wanted]
+        layers = [layer for layer in group_layers(ckpt.tensor_names(), ckpt.config)[0] if layer.name in wanted]
         return _run_layers(ckpt, layers, deep, None)
 
 

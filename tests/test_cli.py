@@ -95,3 +95,126 @@ def test_messages_read_as_sentences(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "got 1 file, none of them weights; checkpoints in subfolders, pass one: run1" in err
     assert "value must" not in err
+
+
+# -- decode / convert: --reader, -o, plurals (issue 20) -------------------------------------------------------
+
+def _gptqmodel_zero0_checkpoint(tmp_path):
+    """GPTQModel 7.7.0's own v1 bytes for a layer with zero points 0 (fixtures/third_party/gptq), its config
+    naming GPTQModel; returns (path, the true weight (out, in) from the real tool's manifest)."""
+    from pathlib import Path
+
+    from safetensors.numpy import load_file, save_file
+
+    src = Path(__file__).resolve().parents[1] / "fixtures/third_party/gptq/layers/b4_asym_g32_k128_n64_z0.safetensors"
+    t = load_file(str(src))
+    name = "model.layers.0.mlp.up_proj"
+    save_file({f"{name}.qweight": t["gptqmodel.qweight"], f"{name}.qzeros": t["gptqmodel_v1.qzeros"],
+               f"{name}.scales": t["scales"], f"{name}.g_idx": t["g_idx"]}, str(tmp_path / "model.safetensors"))
+    (tmp_path / "quantize_config.json").write_text(json.dumps({
+        "bits": 4, "group_size": 32, "sym": False, "desc_act": False, "quant_method": "gptq",
+        "checkpoint_format": "gptq", "meta": {"quantizer": ["gptqmodel:7.7.0"]}}))
+    return tmp_path, t["truth"].T
+
+
+def test_decode_with_the_writers_reader_salvages_zero0(tmp_path, capsys):
+    """decode --reader gptqmodel gives GPTQModel's own weights (the real tool's truth), where the spec
+    reader refuses the all-ones fields (GPTQ-3.4)."""
+    from safetensors.numpy import load_file
+
+    (tmp_path / "ckpt").mkdir()
+    ckpt, truth = _gptqmodel_zero0_checkpoint(tmp_path / "ckpt")
+    out = tmp_path / "w.safetensors"
+    assert main(["decode", str(ckpt), "--tensor", "model.layers.0.mlp.up_proj", "-o", str(out)]) == 2
+    assert "[gptq.zero.v1_unrepresentable" in capsys.readouterr().err
+    assert main(["decode", str(ckpt), "--tensor", "model.layers.0.mlp.up_proj", "-o", str(out),
+                 "--reader", "gptqmodel"]) == 0
+    assert "as the gptqmodel emulation reads it told v1" in capsys.readouterr().out
+    assert (load_file(str(out))["model.layers.0.mlp.up_proj.weight"] == truth).all()
+
+
+def test_convert_with_the_writers_reader_keeps_zero0_as_v2(tmp_path, capsys):
+    """convert --to gptq_v2 --reader gptqmodel: the v2 checkpoint validates and decodes to GPTQModel's weights."""
+    from safetensors.numpy import load_file
+
+    (tmp_path / "ckpt").mkdir()
+    ckpt, truth = _gptqmodel_zero0_checkpoint(tmp_path / "ckpt")
+    out = tmp_path / "v2"
+    assert main(["convert", str(ckpt), "--to", "gptq_v2", "--reader", "gptqmodel", "-o", str(out)]) == 0
+    assert capsys.readouterr().out.startswith("converted 1 GPTQ layer to gptq_v2 as gptqmodel reads them")
+    assert main(["validate", str(out)]) == 0
+    capsys.readouterr()
+    assert main(["decode", str(out), "--tensor", "model.layers.0.mlp.up_proj", "-o", str(tmp_path / "w")]) == 0
+    assert (load_file(str(tmp_path / "w"))["model.layers.0.mlp.up_proj.weight"] == truth).all()
+
+
+def test_convert_reader_that_reads_past_the_field_is_refused(tmp_path, capsys):
+    """--reader vllm_gptq_gemm reads zero 0 as 16 (f + 1, no wrap): not storable in 4 bits, refused naming it."""
+    (tmp_path / "ckpt").mkdir()
+    ckpt, _ = _gptqmodel_zero0_checkpoint(tmp_path / "ckpt")
+    assert main(["convert", str(ckpt), "--to", "gptq_v2", "--reader", "vllm_gptq_gemm", "-o", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert "'model.layers.0.mlp.up_proj.qzeros' must be zero points in [0, 15] as vllm_gptq_gemm reads them" in err
+    assert "[gptq.quirk.unsupported" in err and not (tmp_path / "o").exists()
+
+
+def test_reader_is_refused_for_other_formats(tmp_path, capsys):
+    from pathlib import Path
+
+    gguf = Path(__file__).resolve().parents[1] / "fixtures/checkpoints/q4_k.gguf"
+    assert main(["decode", str(gguf), "--tensor", "x", "--reader", "gptqmodel", "-o", str(tmp_path / "o")]) == 2
+    assert "'reader' must be given only for GPTQ layers (got gptqmodel for a GGUF file)" in capsys.readouterr().err
+
+
+SAMPLE = "fixtures/checkpoints/gptq_v1_sym_4bit"
+MODULE = "model.layers.0.mlp.down_proj"
+
+
+def test_decode_refuses_an_existing_output_without_force(tmp_path, capsys):
+    """decode -o an existing file: refused, the file untouched; --force replaces it."""
+    from pathlib import Path
+
+    ckpt = Path(__file__).resolve().parents[1] / SAMPLE
+    out = tmp_path / "w.safetensors"
+    out.write_bytes(b"keep me")
+    assert main(["decode", str(ckpt), "--tensor", MODULE, "-o", str(out)]) == 2
+    assert "'output' must be a path that does not exist yet (--force replaces it)" in capsys.readouterr().err
+    assert out.read_bytes() == b"keep me"
+    assert main(["decode", str(ckpt), "--tensor", MODULE, "-o", str(out), "--force"]) == 0
+    assert out.read_bytes() != b"keep me"
+
+
+def test_output_symlink_into_the_input_is_refused(tmp_path, capsys):
+    """-o a symbolic link to a file of the input: refused even with --force; the input stays as it was."""
+    import shutil
+    from pathlib import Path
+
+    ckpt = tmp_path / "ckpt"
+    shutil.copytree(Path(__file__).resolve().parents[1] / SAMPLE, ckpt)
+    before = (ckpt / "model.safetensors").read_bytes()
+    link = tmp_path / "link.safetensors"
+    link.symlink_to(ckpt / "model.safetensors")
+    for force in ([], ["--force"]):
+        assert main(["decode", str(ckpt), "--tensor", MODULE, "-o", str(link), *force]) == 2
+        assert "must be outside the input checkpoint" in capsys.readouterr().err
+    assert main(["convert", str(tmp_path / "ckpt"), "--to", "gptq_v2", "-o", str(ckpt / "sub")]) == 2
+    assert (ckpt / "model.safetensors").read_bytes() == before and not (ckpt / "sub").exists()
+
+
+def test_one_of_a_thing_is_singular(tmp_path, capsys):
+    """"1 error", "1 layer", "1 GPTQ layer": never "1 errors" (inspect, conformance, convert)."""
+    import shutil
+    from pathlib import Path
+
+    from safetensors.numpy import load_file, save_file
+
+    src = Path(__file__).resolve().parents[1] / "fixtures/checkpoints/gptq_v1_zero_underflow_autogptq"
+    one = tmp_path / "one"
+    shutil.copytree(src, one)
+    tensors = load_file(str(one / "model.safetensors"))
+    save_file({k: v for k, v in tensors.items() if k.startswith(MODULE)}, str(one / "model.safetensors"))
+    for argv in (["inspect", str(one)], ["conformance", "checkpoint", str(one)]):
+        main(argv)
+        out = capsys.readouterr().out
+        assert "1 error," in out and "1 errors" not in out and "1 layers" not in out, out
+    assert "on 1 layer:" in out

@@ -19,7 +19,24 @@ def test_table_fits_its_width_without_trailing_spaces():
         lines = render(table, width)
         assert all(len(line) <= width and line == line.rstrip() for line in lines)
         assert lines[0].split()[:3] == ["layer", "format", "bits"] and "g_idx" in lines[0]
-        assert all(line.split()[1] == "gptq_v2" and "act-order" in line for line in lines[1:])
+        assert all(line.split()[1] == "gptq_v2" and "act-order" in line for line in lines[1:1 + len(table)])
+
+
+def test_layer_names_are_never_cut_and_dropped_columns_are_named():
+    """At 80 columns the full layer names stay; the columns left out are listed on a last line."""
+    _, table = rows(str(FIXTURES / "checkpoints" / "gptq_v2_asym_3bit_actorder"))
+    lines = render(table, 80)
+    assert [line.split()[0] for line in lines[1:3]] == ["model.layers.0.mlp.down_proj", "model.layers.0.self_attn.q_proj"]
+    assert lines[-1] == "(left out to fit 80 columns: zeros say, max|w|, std; --width to widen)"
+    assert "zeros say" in render(table, 200)[0] and "…" not in "".join(render(table, 200))
+
+
+def test_label_column_is_the_zeros_testimony_beside_the_declared_format(tmp_path):
+    """The format column is the label (gptq_v1); "zeros say" is the evidence: on a mislabelled checkpoint they differ."""
+    _, table = rows(str(FIXTURES / "checkpoints" / "gptq_v2_zeros_labelled_gptq"))
+    header, first = render(table, 200)[:2]
+    assert "zeros say" in header and "label" not in header
+    assert first.split()[1] == "gptq_v1" and first.split()[header.split().index("zeros") + 0] == "v2"
 
 
 def _gguf_with_q6_k_and_f16(path: Path) -> None:

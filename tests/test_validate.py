@@ -110,16 +110,28 @@ def test_truncated_safetensors_is_a_finding_exit_1(tmp_path, capsys):
     assert (doc["verdict"], [f["code"] for f in doc["findings"]]) == ("invalid", ["st.truncated"])
 
 
-def test_awq_checkpoint_is_refused_not_decoded_as_gptq(tmp_path):
-    """QF-5.2: a quant_method qformats does not cover could not be validated (exit 2)."""
+def test_gptq_tensors_labelled_awq_are_a_label_mismatch(tmp_path):
+    """AWQ-6.2: GPTQ bytes (qweight packed along the input axis) under quant_method awq, version gemm: invalid."""
     ckpt = tmp_path / "awq"
     shutil.copytree(FIXTURES / "checkpoints" / "gptq_v1_sym_4bit", ckpt)
     config = json.loads((ckpt / "config.json").read_text())
     config["quantization_config"] = {"quant_method": "awq", "bits": 4, "version": "gemm"}
     (ckpt / "config.json").write_text(json.dumps(config))
+    report = validate(str(ckpt))
+    assert report.verdict == "invalid" and {f.code for f in report.findings} == {"awq.label.mismatch"}
+    assert main(["validate", str(ckpt)]) == 1
+
+
+def test_awq_gemv_checkpoint_is_refused(tmp_path):
+    """AWQ-1.2 / QF-5.2: another AutoAWQ layout could not be validated (exit 2)."""
+    ckpt = tmp_path / "awq"
+    shutil.copytree(FIXTURES / "checkpoints" / "gptq_v1_sym_4bit", ckpt)
+    config = json.loads((ckpt / "config.json").read_text())
+    config["quantization_config"] = {"quant_method": "awq", "bits": 4, "version": "gemv"}
+    (ckpt / "config.json").write_text(json.dumps(config))
     with pytest.raises(QFormatsError) as info:
         validate(str(ckpt))
-    assert info.value.code == "checkpoint.format.unsupported"
+    assert (info.value.code, info.value.tensor) == ("checkpoint.format.unsupported", "version")
     assert main(["validate", str(ckpt)]) == 2
 
 

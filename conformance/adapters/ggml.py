@@ -30,6 +30,7 @@ GEOMETRY = {
     "iq3_xxs": (18, 256, 98), "iq1_s": (19, 256, 50), "iq4_nl": (20, 32, 18), "iq3_s": (21, 256, 110),
     "iq2_s": (22, 256, 82), "iq4_xs": (23, 256, 136), "iq1_m": (29, 256, 56), "tq1_0": (34, 256, 54),
     "tq2_0": (35, 256, 66), "mxfp4": (39, 32, 17), "nvfp4": (40, 64, 36), "q1_0": (41, 128, 18),
+    "q2_0": (42, 64, 18),      # ggml 0.25.3 only: the pinned oracle (0.10.1) has no q2_0 symbols
 }
 NEEDS_INIT = {"iq2_xxs", "iq2_xs", "iq2_s", "iq1_s", "iq1_m", "iq3_xxs", "iq3_s"}
 BLOCK_BYTES = 144          # q4_K, kept for callers of the q4_K-only adapter

@@ -6,7 +6,9 @@ multiple of ``block_size``. The sizes below are written as field arithmetic so e
 C struct it describes (``Q4_K``: fp16 d + fp16 dmin + 12 scale bytes + 256 four-bit codes).
 
 Facts from ggml ``include/ggml.h`` (``enum ggml_type``; ids are never reused, removed ids stay gaps)
-and gguf-py 0.19.0 ``gguf/constants.py`` (``GGMLQuantizationType``, ``GGML_QUANT_SIZES``).
+and gguf-py 0.19.0 ``gguf/constants.py`` (``GGMLQuantizationType``, ``GGML_QUANT_SIZES``); Q2_0 (id 42)
+is from ggml 0.25.3 ``include/ggml.h`` and ``src/ggml-common.h`` (``block_q2_0``): gguf-py 0.19.0 and
+ggml 0.10.1 end at Q1_0 (41).
 Removed ids: 4, 5 (Q4_2, Q4_3), 31-33 (Q4_0_4_4, Q4_0_4_8, Q4_0_8_8), 36-38 (IQ4_NL_4_4/4_8/8_8);
 ggml rejects them in GGUF files because their block size is 0.
 """
@@ -20,8 +22,9 @@ __all__ = ["QK_K", "GGMLType", "GGML_TYPES", "GGML_REMOVED_TYPE_IDS"]
 QK_K = 256  # elements per k-quant super-block
 QK4_0 = 32  # elements per legacy-quant block
 QK_MXFP4 = 32
-QK_NVFP4 = 64
+QK_NVFP4 = 64   # 4 sub-blocks of QK_NVFP4_SUB = 16, one UE4M3 scale each
 QK1_0 = 128
+QK2_0 = 64      # ggml 0.25.3 (absent from 0.10.1)
 
 
 class GGMLType(NamedTuple):
@@ -73,8 +76,9 @@ _TABLE: tuple[tuple[int, str, int, int], ...] = (
     (34, "TQ1_0", QK_K, 2 + 4 * 13),
     (35, "TQ2_0", QK_K, 2 + QK_K // 4),
     (39, "MXFP4", QK_MXFP4, 1 + QK_MXFP4 // 2),                           # e8m0 scale, 32 fp4
-    (40, "NVFP4", QK_NVFP4, 4 + QK_NVFP4 // 2),
-    (41, "Q1_0", QK1_0, 2 + QK1_0 // 8),
+    (40, "NVFP4", QK_NVFP4, 4 + QK_NVFP4 // 2),                           # ue4m3 d[4], 64 fp4
+    (41, "Q1_0", QK1_0, 2 + QK1_0 // 8),                                  # d, 128 sign bits
+    (42, "Q2_0", QK2_0, 2 + QK2_0 // 4),                                  # d, 64 two-bit codes
 )
 
 GGML_TYPES: dict[int, GGMLType] = {row[0]: GGMLType(*row) for row in _TABLE}

@@ -20,7 +20,7 @@ from ..errors import fail
 
 __all__ = ["Face", "FACES", "subject_format", "SUBJECT_FORMATS", "all_cases"]
 
-PACKAGES = ("gptq", "spqr", "q4_k", "ggml")
+PACKAGES = ("gptq", "spqr", "q4_k", "ggml", "awq", "ctensors")
 
 
 @dataclass(frozen=True)

@@ -105,3 +105,64 @@ def test_python_dash_m_qformats_is_the_command():
     """`python -m qformats` works as the `qformats` script does."""
     done = subprocess.run([sys.executable, "-m", "qformats", "schema", "spqr"], capture_output=True, text=True)
     assert done.returncode == 0 and json.loads(done.stdout)
+
+
+# -- runs as data (issue #21): what the JSON report records beside the verdicts ------------------------
+
+def test_json_report_records_suite_subject_and_environment(mixed):
+    """--json ties the run to the suite version, the pinned case manifest (sha256 of its bytes), the subject's
+    module and function, and this interpreter's platform, Python, numpy and torch; arrays went in as NumPy."""
+    import hashlib
+    import importlib.metadata
+    import platform
+
+    import numpy as np
+
+    import qformats
+    from conformance.catalog import DIGESTS
+
+    doc = json.loads(to_json(mixed))
+    suite, info, env = doc["suite"], doc["subject_info"], doc["environment"]
+    assert (suite["version"], suite["spec_version"], suite["cases"]) == (qformats.__version__, qformats.SPEC_VERSION, 5)
+    assert suite["manifest_sha256"] == hashlib.sha256(DIGESTS.read_bytes()).hexdigest()
+    assert (info["module"], info["function"], info["package"], info["library"]) == ("gptq_bugs", "g_idx_ignored", None, None)
+    assert (env["python"], env["numpy"]) == (platform.python_version(), np.__version__)
+    try:
+        torch = importlib.metadata.version("torch")
+    except importlib.metadata.PackageNotFoundError:
+        torch = None
+    assert env["torch"] == torch and env["device"]["arrays"] == "numpy" and env["device"]["kind"] == "cpu"
+    assert set(doc["case_info"]) == {c["id"] for c in doc["cases"]}
+    assert "g_idx:act_order" in doc["case_info"]["gptq_v1/read/b4_sym_g32_act_order"]["features"]
+
+
+def test_cases_digest_names_the_cases_not_the_subject(mixed):
+    """cases_sha256 is the same for two subjects run on the same cases, and differs for another set of cases."""
+    reference = run_kernel("conformance.reference:gptq_dequantize_v1", fmt="gptq_v1", op="dequantize", pattern=CASES)
+    fewer = run_kernel("conformance.reference:gptq_dequantize_v1", fmt="gptq_v1", op="dequantize",
+                       pattern=r"gptq_v1/read/b4_sym_g32_trivial$")
+    digest = [json.loads(to_json(r))["suite"]["cases_sha256"] for r in (mixed, reference, fewer)]
+    assert digest[0] == digest[1] != digest[2]
+
+
+def test_json_report_names_the_library_an_adapter_judges():
+    """Through qformats' gguf-py adapter the judged library is gguf, at its installed version; the subject's own
+    package is qformats."""
+    import importlib.metadata
+
+    result = run_kernel("conformance.adapters.gguf_py:q4_k_dequantize", fmt="q4_k", op="dequantize",
+                        pattern=r"^q4_k/read/zero_0$")
+    info = json.loads(to_json(result))["subject_info"]
+    assert info["library"] == {"name": "gguf", "version": importlib.metadata.version("gguf")}
+    assert info["package"]["name"] == "qformats" and info["declaration"] is None
+
+
+def test_cli_kernel_writes_json_with_provenance_and_the_html_page(tmp_path):
+    """`conformance kernel ... --json --html FILE`: the JSON carries the provenance, the page names the subject."""
+    done = _cli("kernel", "conformance.reference:spqr_dequantize", "--format", "spqr", "--cases", "^spqr/read/csr_0_identity$",
+                "--json", "--html", str(tmp_path / "run.html"))
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    assert doc["subject_info"]["entry"] == "conformance.reference:spqr_dequantize" and doc["suite"]["cases"] == 1
+    html = (tmp_path / "run.html").read_text(encoding="utf-8")
+    assert html.startswith("<!DOCTYPE html>") and "qformats 0.1.0 reference" in html and "spqr · dequantize" in html

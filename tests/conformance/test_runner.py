@@ -98,15 +98,16 @@ def test_declaration_file_is_strict(tmp_path):
     assert load_declaration(path).v1_zero_fields == "wrap"
 
 
-def test_declared_wrap_decoding_of_zero0_fields_is_a_warning():
-    """spec/README.md: a reader MAY decode non-conforming input as a documented emulation, and says so."""
-    decl = SubjectDeclaration(v1_zero_fields="wrap")
-    result = run_kernel("gptq_bugs:exllama_wrap", fmt="gptq_v1", op="dequantize", declaration=decl,
-                        pattern=r"gptq_v1/read/b4_asym_g32_zero0_field\d+")
-    assert [c.status for c in result.cases] == ["warning", "warning"]
-    undeclared = run_kernel("gptq_bugs:exllama_wrap", fmt="gptq_v1", op="dequantize",
-                            pattern=r"gptq_v1/read/b4_asym_g32_zero0_field0")
-    assert undeclared.cases[0].status == "fail" and "silently decoded" in undeclared.cases[0].detail
+def test_declared_v1_zero_field_outcome_narrows_the_named_readings():
+    """spec/kernels.md KC-4.5: without a declaration either named reading passes; "wrap" holds a subject to
+    the field-local wrap, "reject" to rejection (the borrow decoder fails both where the readings differ)."""
+    pattern = r"gptq_v1/read/b2_asym_g32_zero0_field0"
+    free = run_kernel("reading_subjects:v1_word_borrow", fmt="gptq_v1", op="dequantize", pattern=pattern)
+    assert [c.status for c in free.cases] == ["pass"] and free.cases[0].readings == ("gptqmodel_word_borrow",)
+    for held in ("wrap", "reject"):
+        result = run_kernel("reading_subjects:v1_word_borrow", fmt="gptq_v1", op="dequantize", pattern=pattern,
+                            declaration=SubjectDeclaration(v1_zero_fields=held))
+        assert [(c.status, c.clause) for c in result.cases] == [("fail", "GPTQ-3.4")], held
 
 
 def test_bad_arguments_are_argument_invalid():

@@ -154,14 +154,17 @@ def test_unpadded_last_tensor_accepted():
 
 
 def test_type_table_matches_gguf_py():
-    """GGUF-4: our (block size, type size) table equals gguf-py 0.19.0 GGML_QUANT_SIZES, except Q8_1.
+    """GGUF-4: our (block size, type size) table equals gguf-py 0.19.0 GGML_QUANT_SIZES, except Q8_1 and Q2_0.
 
     Q8_1: ggml-common.h has fp16 d + fp16 s + 32 int8 = 36 bytes; gguf-py still lists 40.
+    Q2_0 (id 42, ggml 0.25.3 ``block_q2_0``: fp16 d + 64 two-bit codes = 18 bytes) is newer than gguf-py 0.19.0.
     """
     from gguf.constants import GGML_QUANT_SIZES
 
     theirs = {int(t): size for t, size in GGML_QUANT_SIZES.items()}
     ours = {t.type_id: (t.block_size, t.type_size) for t in GGML_TYPES.values()}
+    assert set(ours) - set(theirs) == {42} and ours[42] == (64, 18)
+    del ours[42]
     assert set(ours) == set(theirs)
     diff = {k for k in ours if ours[k] != theirs[k]}
     assert diff == {9} and ours[9] == (32, 36) and theirs[9] == (32, 40)

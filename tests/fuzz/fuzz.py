@@ -1,10 +1,14 @@
-"""Fuzz the whole ``validate`` entry point, in-process, with a time and memory limit per case.
+"""Fuzz every command (validate, inspect, decode, convert, conformance checkpoint, read_layer), in-process,
+with a time and memory limit per case.
 
-    python tests/fuzz/fuzz.py --cases 100000 [--seed S] [--jobs J] [--limit-s 5] [--memory-mib 1024]
-    python tests/fuzz/fuzz.py --replay INDEX [--seed S]      # rebuild one case into a folder, run it
+    python tests/fuzz/fuzz.py --cases 100000 [--seed S] [--jobs J] [--commands validate,decode,...]
+    python tests/fuzz/fuzz.py --replay INDEX [--seed S] [--commands ...]   # rebuild one case, run it
 
-Each worker process runs cases one after another in its own interpreter (``validate`` in-process,
-``jobs=1``), under:
+Case ``i`` runs command ``commands[i % len(commands)]`` (commands.py holds the contract: outputs new,
+existing and symbolic links into the input, ``validate --jobs N`` against one process).
+
+Each worker process runs cases one after another in its own interpreter (the command in-process),
+under:
 
 - a time limit per case: an interval timer raises :class:`CaseTimeout` in the case (``re`` and
   NumPy loops are interruptible); a case still running at 3x the limit (at least the limit + 2 s:
@@ -40,6 +44,7 @@ import traceback
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from commands import COMMANDS  # noqa: E402
 from fuzz_cases import FuzzCase, make_case, seeds  # noqa: E402
 
 BUGS = ("EXCEPTION:", "HANG", "TIMEOUT", "MEMORY", "UNPICKLED", "WROTE-INPUT", "CONTRACT:")
@@ -101,23 +106,40 @@ def snapshot(directory: Path) -> dict[str, tuple]:
 
 # -- running one case -------------------------------------------------------------------------------
 
-def run_case(case: FuzzCase, directory: Path, limit_s: float) -> tuple[str, str]:
-    """(outcome, detail) of ``validate`` on the written case, the report rendered both ways."""
-    from qformats.errors import QFormatsError
+def _validate_in_process(case: FuzzCase, target: str) -> tuple[str, str]:
+    """``validate`` itself (jobs=1), the report rendered both ways and held to its contract."""
     from qformats.report import to_json, to_text
-    from qformats.validate import COULD_NOT_RUN, validate
+    from qformats.validate import validate
+
+    report = validate(target, deep=case.deep, fmt=case.fmt, jobs=1)
+    text, doc = to_text(report, verbose=case.index % 2 == 0), json.loads(to_json(report))
+    outcome, detail = report.verdict, ""
+    if report.verdict not in ("valid", "invalid") or doc["verdict"] != report.verdict or not text:
+        outcome, detail = "CONTRACT:report", f"verdict {report.verdict!r}, JSON {doc.get('verdict')!r}"
+    elif report.verdict == "valid" and any(f["severity"] == "error" for f in doc["findings"]):
+        outcome, detail = "CONTRACT:valid-with-errors", str(doc["findings"])[:500]
+    return outcome, detail
+
+
+def run_case(case: FuzzCase, directory: Path, limit_s: float, out_dir: Path | None = None) -> tuple[str, str]:
+    """(outcome, detail) of the case's command on the written case (commands.py states the contract).
+
+    ``out_dir`` receives ``-o`` outputs (default: a sibling of the case directory); it is emptied after.
+    """
+    import commands
+    from qformats.errors import QFormatsError
+    from qformats.validate import COULD_NOT_RUN
 
     before = snapshot(directory)
     target = str(directory / case.entry) if case.entry else str(directory)
+    out_dir = out_dir or directory.with_name(directory.name + "-out")
+    inv = case.invocation
     signal.setitimer(signal.ITIMER_REAL, limit_s)
     try:
-        report = validate(target, deep=case.deep, fmt=case.fmt, jobs=1)
-        text, doc = to_text(report, verbose=case.index % 2 == 0), json.loads(to_json(report))
-        outcome, detail = report.verdict, ""
-        if report.verdict not in ("valid", "invalid") or doc["verdict"] != report.verdict or not text:
-            outcome, detail = "CONTRACT:report", f"verdict {report.verdict!r}, JSON {doc.get('verdict')!r}"
-        elif report.verdict == "valid" and any(f["severity"] == "error" for f in doc["findings"]):
-            outcome, detail = "CONTRACT:valid-with-errors", str(doc["findings"])[:500]
+        if case.command == "validate" and (inv is None or inv.jobs == 1):
+            outcome, detail = _validate_in_process(case, target)
+        else:
+            outcome, detail = commands.run(inv, target, directory, out_dir)
     except QFormatsError as err:
         outcome, detail = f"refused:{err.code}", str(err)[:300]
         if err.code not in COULD_NOT_RUN:
@@ -132,6 +154,7 @@ def run_case(case: FuzzCase, directory: Path, limit_s: float) -> tuple[str, str]
         outcome, detail = f"EXCEPTION:{type(exc).__name__}", traceback.format_exc(limit=-6)
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
+        shutil.rmtree(out_dir, ignore_errors=True)
     if snapshot(directory) != before:
         outcome, detail = "WROTE-INPUT", f"{sorted(set(snapshot(directory).items()) ^ set(before.items()))}"[:500]
     return outcome, detail
@@ -139,9 +162,14 @@ def run_case(case: FuzzCase, directory: Path, limit_s: float) -> tuple[str, str]
 
 # -- workers and the parent -------------------------------------------------------------------------
 
-def _worker(seed: int, indices: range, limit_s: float, memory_mib: int, scratch: str, current, conn) -> None:
+def _worker(seed: int, indices: range, limit_s: float, memory_mib: int, scratch: str, current, conn,
+            commands: tuple[str, ...] = ("validate",)) -> None:
     signal.signal(signal.SIGALRM, on_alarm)
     seeds()                                              # load before the memory cap
+    import conformance.checkpoint  # noqa: F401
+    import qformats.cli  # noqa: F401
+    import qformats.inspect  # noqa: F401
+    import qformats.tools  # noqa: F401
     import qformats.validate  # noqa: F401
     soft, hard = resource.getrlimit(resource.RLIMIT_AS)
     footprint = int(open("/proc/self/statm").read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
@@ -151,18 +179,26 @@ def _worker(seed: int, indices: range, limit_s: float, memory_mib: int, scratch:
     os.chdir(scratch)                                     # a stray relative write lands here, not in the repo
     for index in indices:
         current.value = index
-        case = make_case(seed, index)
+        case = make_case(seed, index, commands)
         directory = Path(scratch) / f"case-{index}"
         write_case(case, directory)
         outcome, detail = run_case(case, directory, limit_s)
-        conn.send(("bug", index, outcome, detail) if outcome.startswith(BUGS) else ("ok", outcome))
+        outcome = f"{case.command} {outcome}"
+        conn.send(("bug", index, outcome, detail) if is_bug(outcome) else ("ok", outcome))
         shutil.rmtree(directory, ignore_errors=True)
     conn.send(("done",))
 
 
+def is_bug(outcome: str) -> bool:
+    """``"<command> <outcome>"`` or a bare outcome: a bug when the outcome is one of :data:`BUGS`."""
+    return outcome.split(" ", 1)[-1].startswith(BUGS)
+
+
 def run(cases: int, seed: int, jobs: int, limit_s: float, memory_mib: int, findings: Path | None,
-        quiet: bool = False) -> tuple[collections.Counter, list[tuple]]:
-    """Run ``cases`` cases over ``jobs`` workers; (counts per outcome, bugs as (index, outcome, detail))."""
+        quiet: bool = False, commands: tuple[str, ...] = ("validate",),
+        max_seconds: float | None = None) -> tuple[collections.Counter, list[tuple]]:
+    """Run ``cases`` cases over ``jobs`` workers, the commands in turn; (counts per "command outcome",
+    bugs as (index, outcome, detail))."""
     ctx = mp.get_context("fork")
     counts: collections.Counter[str] = collections.Counter()
     bugs: list[tuple] = []
@@ -176,7 +212,8 @@ def run(cases: int, seed: int, jobs: int, limit_s: float, memory_mib: int, findi
     def launch(j: int, indices: range) -> None:
         current = ctx.Value("q", -1, lock=False)
         parent, child = ctx.Pipe(duplex=False)
-        proc = ctx.Process(target=_worker, args=(seed, indices, limit_s, memory_mib, scratch, current, child))
+        proc = ctx.Process(target=_worker, args=(seed, indices, limit_s, memory_mib, scratch, current, child,
+                                                 commands))
         proc.start()
         child.close()
         live[j] = (proc, parent, current, indices, [current.value, time.monotonic()])
@@ -185,6 +222,12 @@ def run(cases: int, seed: int, jobs: int, limit_s: float, memory_mib: int, findi
         if len(indices):
             launch(j, indices)
     while live:
+        if max_seconds is not None and time.monotonic() - started > max_seconds:
+            for proc, *_ in live.values():   # out of time: stop; the cases in flight are not counted
+                proc.kill()
+                proc.join()
+            live.clear()
+            break
         for j, (proc, conn, current, indices, seen) in list(live.items()):
             while conn.poll():
                 try:
@@ -210,6 +253,7 @@ def run(cases: int, seed: int, jobs: int, limit_s: float, memory_mib: int, findi
                 proc.kill()
                 proc.join()
                 outcome = "HANG" if now - seen[1] > hang_s else f"EXCEPTION:worker-died-{proc.exitcode}"
+                outcome = f"{commands[index % len(commands)]} {outcome}" if index >= 0 else outcome
                 counts[outcome] += 1
                 bugs.append((index, outcome, f"worker stopped answering in case {index}"))
                 del live[j]
@@ -228,7 +272,7 @@ def run(cases: int, seed: int, jobs: int, limit_s: float, memory_mib: int, findi
         for index, outcome, detail in bugs:
             where = findings / f"seed{seed}-case{index}"
             shutil.rmtree(where, ignore_errors=True)
-            write_case(make_case(seed, index), where / "checkpoint")
+            write_case(make_case(seed, index, commands), where / "checkpoint")
             (where / "outcome.txt").write_text(f"{outcome}\n{detail}\n")
     return counts, bugs
 
@@ -236,22 +280,27 @@ def run(cases: int, seed: int, jobs: int, limit_s: float, memory_mib: int, findi
 def summary(counts: collections.Counter, bugs: list[tuple], seconds: float) -> str:
     total = sum(counts.values())
     lines = [f"{total} cases in {seconds:.0f} s ({total / max(seconds, 1e-9):.0f}/s); {len(bugs)} bugs"]
-    for outcome, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):
+    per_command: collections.Counter[str] = collections.Counter()
+    for outcome, n in counts.items():
+        per_command[outcome.split(" ", 1)[0] if " " in outcome else "?"] += n
+    lines.append("per command: " + ", ".join(f"{c} {n}" for c, n in sorted(per_command.items())))
+    for outcome, n in sorted(counts.items(), key=lambda kv: (kv[0].split(" ", 1)[0], -kv[1], kv[0])):
         lines.append(f"  {n:>9}  {outcome}")
     for index, outcome, detail in bugs[:20]:
         lines.append(f"BUG case {index}: {outcome}\n    " + detail.strip().replace("\n", "\n    "))
     return "\n".join(lines)
 
 
-def replay(seed: int, index: int, limit_s: float, out: Path) -> int:
-    case = make_case(seed, index)
+def replay(seed: int, index: int, limit_s: float, out: Path, commands: tuple[str, ...] = ("validate",)) -> int:
+    case = make_case(seed, index, commands)
     shutil.rmtree(out, ignore_errors=True)
     write_case(case, out)
     signal.signal(signal.SIGALRM, on_alarm)
     outcome, detail = run_case(case, out, limit_s)
     print(f"case {index} (seed checkpoint {case.seed_name}, mutations {case.mutations}, entry {case.entry!r}, "
-          f"deep={case.deep}, fmt={case.fmt}) written to {out}\n{outcome}\n{detail}")
-    return 1 if outcome.startswith(BUGS) else 0
+          f"deep={case.deep}, fmt={case.fmt}, command {case.command}: {case.invocation}) written to {out}\n"
+          f"{outcome}\n{detail}")
+    return 1 if is_bug(outcome) else 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -263,11 +312,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--memory-mib", type=int, default=1024, help="memory a case may add to its worker")
     p.add_argument("--findings", type=Path, default=Path(".venv/fuzz-findings"))
     p.add_argument("--replay", type=int, metavar="INDEX")
+    p.add_argument("--max-seconds", type=float, help="stop after this long and report the cases finished")
+    p.add_argument("--commands", default=",".join(COMMANDS),
+                   help="comma-separated, taken in turn by case index (default: all of " + ", ".join(COMMANDS) + ")")
     args = p.parse_args(argv)
+    commands = tuple(c for c in args.commands.split(",") if c)
+    if not commands or set(commands) - set(COMMANDS):
+        p.error(f"--commands must name some of {', '.join(COMMANDS)}")
     if args.replay is not None:
-        return replay(args.seed, args.replay, args.limit_s, args.findings / f"replay-{args.seed}-{args.replay}")
+        return replay(args.seed, args.replay, args.limit_s, args.findings / f"replay-{args.seed}-{args.replay}",
+                      commands)
     start = time.monotonic()
-    counts, bugs = run(args.cases, args.seed, max(1, args.jobs), args.limit_s, args.memory_mib, args.findings)
+    counts, bugs = run(args.cases, args.seed, max(1, args.jobs), args.limit_s, args.memory_mib, args.findings,
+                       commands=commands, max_seconds=args.max_seconds)
     print(summary(counts, bugs, time.monotonic() - start))
     return 1 if bugs else 0
 

@@ -1,7 +1,9 @@
-"""Fuzz cases for the whole ``validate`` entry point: checkpoints as an attacker would upload them.
+"""Fuzz cases for every command (``validate``, ``inspect``, ``decode``, ``convert``, ``conformance
+checkpoint``, ``read_layer``): checkpoints as an attacker would upload them.
 
 A case is a directory (file name -> bytes, or a special entry such as a FIFO or a symlink to
-/dev/zero), the path handed to ``validate``, and its options. It is a pure function of
+/dev/zero), the path handed to the command, the command and its options (tensor names, the ``-o``
+mode, ``--jobs``, ``--reader``; see commands.py). It is a pure function of
 ``(seed, index)``, so any reported case can be rebuilt with ``fuzz.py --replay INDEX``.
 
 Mutators, each named after what it attacks (CKPT-2..4, GPTQ-6, SPQR-6, ST-*, GGUF-*):
@@ -56,6 +58,8 @@ class FuzzCase:
     deep: bool = False
     fmt: str = "auto"
     mutations: list[str] = field(default_factory=list)
+    command: str = "validate"            # one of commands.COMMANDS
+    invocation: Any = None               # commands.Invocation: names, -o mode, jobs, options
 
 
 # -- seeds: checkpoints the real tools and our samples wrote, loaded once per process ------------
@@ -496,7 +500,56 @@ def _entry(rng: random.Random, case: FuzzCase) -> str:
     return rng.choice(names + ["does-not-exist"])
 
 
-def make_case(seed: int, index: int) -> FuzzCase:
+@lru_cache(maxsize=None)
+def _gguf_names(seed_name: str) -> list[str]:
+    """Tensor names of a GGUF seed (decode --tensor, read_layer), read once per process."""
+    from qformats.containers.gguf import read_gguf_bytes
+
+    return [t.name for t in read_gguf_bytes(next(iter(seeds()[seed_name].values()))).tensors]
+
+
+def _names(rng: random.Random, case: FuzzCase, is_gguf: bool) -> list[str]:
+    """What decode --tensor / read_layer get: real module or tensor names mostly, then the odd ones."""
+    real = _gguf_names(case.seed_name) if is_gguf else _module_names(case)
+    picks = []
+    for _ in range(rng.choice([1, 1, 1, 2, 3])):
+        roll = rng.random()
+        if roll < 0.75:
+            picks.append(rng.choice(real))
+        elif roll < 0.85:
+            picks.append(rng.choice(real) + rng.choice([".qweight", ".scales", ".weight", "."]))
+        else:
+            picks.append(rng.choice(["", "x", "\u00e9", "../etc/passwd", "model.layers", "a" * 3000, "\u0000"]))
+    return picks
+
+
+READER_NAMES = ["autogptq_cuda_old", "autogptq_cuda", "autogptq_cuda_kernel", "exllama", "vllm_gptq_gemm",
+                "gptqmodel", "gptqmodel_legacy_int3", "marlin"]
+
+
+def _invocation(rng: random.Random, case: FuzzCase, command: str, is_gguf: bool):
+    import commands
+
+    inv = commands.Invocation(command=command, deep=case.deep, fmt=case.fmt,
+                              json=command in ("validate", "conformance") and rng.random() < 0.5,
+                              output=rng.choice(commands.OUTPUTS))
+    if command in ("decode", "read_layer"):
+        inv.names = _names(rng, case, is_gguf)
+    if command == "validate" and rng.random() < 0.15:
+        inv.jobs = rng.choice([2, 3])
+    if command in ("decode", "convert"):
+        if rng.random() < 0.15:
+            inv.options += ["--source-version", rng.choice(["v1", "v2"])]
+        if rng.random() < 0.25:
+            inv.options += ["--reader", rng.choice(READER_NAMES)]
+    if command == "decode" and rng.random() < 0.05:
+        inv.options.append("--permuted")
+    if command == "convert" and rng.random() < 0.2:
+        inv.options.append("--to-v1")
+    return inv
+
+
+def make_case(seed: int, index: int, commands: tuple[str, ...] = ("validate",)) -> FuzzCase:
     """The case ``index`` of the run ``seed``: a seed checkpoint and 1-3 mutators, deterministically.
 
     One case in eight starts from a GGUF seed (byte damage and special entries apply to it); the
@@ -520,4 +573,6 @@ def make_case(seed: int, index: int) -> FuzzCase:
     case.entry = case.entry or _entry(rng, case)
     case.deep = rng.random() < 0.25
     case.fmt = rng.choice(["auto"] * 8 + ["gptq", "spqr", "q4_k"])
+    case.command = commands[index % len(commands)]   # every command an equal share, in turn
+    case.invocation = _invocation(rng, case, case.command, is_gguf)
     return case

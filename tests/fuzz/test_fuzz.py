@@ -1,4 +1,4 @@
-"""The whole-``validate`` fuzzer: a small CI budget finds nothing, and the harness sees every bug class.
+"""The fuzzer of every command: a small CI budget per command finds nothing, and the harness sees every bug class.
 
 QF-5.1 / CKPT-1: bad input gets a report or a could-not-run ``QFormatsError``, never another
 exception, a hang, unbounded memory, a write to the input or an unpickling.
@@ -13,21 +13,31 @@ import time
 
 import pytest
 
+import commands
 import fuzz
 import fuzz_cases
 import qformats.validate
 from qformats.errors import fail
 
-CI_CASES = 600
+CI_CASES_PER_COMMAND = 100     # x 6 commands: the 600 cases make test has always run, now across every command
+EXPECTED = {           # what a small budget must reach, so that it cannot pass by answering nothing
+    "validate": ("validate valid", "validate invalid"),
+    "inspect": ("inspect exit0", "inspect exit1"),
+    "decode": ("decode exit0",),
+    "convert": ("convert exit0",),
+    "conformance": ("conformance exit0", "conformance exit1"),
+    "read_layer": ("read_layer read",),
+}
 
 
-def test_ci_budget_finds_nothing(tmp_path):
-    """A fixed-seed budget of whole-validate cases ends in reports or could-not-run errors only."""
-    counts, bugs = fuzz.run(CI_CASES, seed=20261124, jobs=2, limit_s=5.0, memory_mib=1024, findings=tmp_path,
-                            quiet=True)
+@pytest.mark.parametrize("command", commands.COMMANDS)
+def test_ci_budget_finds_nothing(tmp_path, command):
+    """A fixed-seed budget of cases per command ends in answers or structured refusals only."""
+    counts, bugs = fuzz.run(CI_CASES_PER_COMMAND, seed=20261124, jobs=2, limit_s=5.0, memory_mib=1024,
+                            findings=tmp_path, quiet=True, commands=(command,))
     assert bugs == []
-    assert sum(counts.values()) == CI_CASES
-    assert {"valid", "invalid"} <= set(counts) and any(k.startswith("refused:") for k in counts)
+    assert sum(counts.values()) == CI_CASES_PER_COMMAND
+    assert set(EXPECTED[command]) <= set(counts) and any(" refused:" in k for k in counts), counts
 
 
 def test_cases_are_reproducible():
@@ -48,7 +58,7 @@ def test_every_mutator_is_drawn():
 def one_case(tmp_path):
     case = fuzz_cases.make_case(0, 0)
     case.files = dict(fuzz_cases.seeds()["gptq_v1_sym_4bit"])
-    case.entry, case.fmt, case.deep = "", "auto", False
+    case.entry, case.fmt, case.deep, case.command, case.invocation = "", "auto", False, "validate", None
     fuzz.write_case(case, tmp_path / "ckpt")
     old = signal.signal(signal.SIGALRM, fuzz.on_alarm)
     yield case, tmp_path / "ckpt"
@@ -125,5 +135,5 @@ def test_harness_kills_a_worker_stuck_in_c(monkeypatch, tmp_path):
     _patched(monkeypatch, stuck)
     start = time.monotonic()
     counts, bugs = fuzz.run(2, seed=0, jobs=1, limit_s=0.2, memory_mib=1024, findings=None, quiet=True)
-    assert [b[:2] for b in bugs] == [(0, "HANG"), (1, "HANG")]
-    assert counts == {"HANG": 2} and time.monotonic() - start < 30
+    assert [b[:2] for b in bugs] == [(0, "validate HANG"), (1, "validate HANG")]
+    assert counts == {"validate HANG": 2} and time.monotonic() - start < 30

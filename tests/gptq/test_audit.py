@@ -40,7 +40,8 @@ def test_autogptq_zero_underflow_is_counted_with_its_signature_and_reader_damage
     layer = gptq.pack(rng.integers(0, 16, (128, 64)), zeros, np.ones((4, 64), np.float16), bits=4, writer="autogptq")
     findings, _ = layer_findings("m", layer, bits=4, group_size=32, declared="v1", desc_act=False)
     assert [f.code for f in findings] == ["gptq.zero.v1_unrepresentable"]
-    assert findings[0].message.startswith("8 v1 zero fields are all ones (15)")
+    assert findings[0].message.startswith("in 'm' 8 v1 zero fields are all ones (15)")
+    assert "\nfix: requantize" in findings[0].message
     assert "autogptq-or-bleed" in findings[0].message and "vllm_gptq_gemm" in findings[0].message
 
 

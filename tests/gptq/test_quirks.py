@@ -88,9 +88,6 @@ def test_vllm_reads_v2_without_offset():
     pytest.param("exllama", 8, "v1", id="exllama-8bit"),
     pytest.param("marlin", 2, "v1", id="marlin-2bit"),
     pytest.param("marlin", 3, "v2", id="marlin-3bit"),
-    pytest.param("autogptq_cuda_old", 4, "v2", id="autogptq_cuda_old-v2"),
-    pytest.param("autogptq_cuda", 4, "v2", id="autogptq_cuda-v2"),
-    pytest.param("exllama", 4, "v2", id="exllama-v2"),
 ])
 def test_unsupported_combination(reader, b, version):
     """GPTQ-4.2: a width or label the real reader cannot read is ``gptq.quirk.unsupported``."""

@@ -33,6 +33,27 @@ TEXT = (
 ) * 6
 
 
+# llama-quantize file types: (name, uses the imatrix, source model). The i-quants below 4 bits need an
+# imatrix (llama-quantize refuses them without); four others are written both ways. Sources (SOURCES):
+# the F32 model, the same model stored as F16, and a mixture-of-experts variant for MXFP4_MOE.
+FILE_TYPES = [
+    ("Q4_0", False, "f32"), ("Q4_1", False, "f32"), ("Q5_0", False, "f32"), ("Q5_1", False, "f32"),
+    ("Q8_0", False, "f32"), ("Q2_K", False, "f32"), ("Q3_K_S", False, "f32"), ("Q3_K_M", False, "f32"),
+    ("Q3_K_L", False, "f32"), ("Q4_K_S", False, "f32"), ("Q4_K_M", False, "f32"), ("Q5_K_S", False, "f32"),
+    ("Q5_K_M", False, "f32"), ("Q6_K", False, "f32"), ("IQ4_NL", False, "f32"), ("IQ4_XS", False, "f32"),
+    ("IQ2_XXS", True, "f32"), ("IQ2_XS", True, "f32"), ("IQ2_M", True, "f32"), ("IQ3_XXS", True, "f32"),
+    ("IQ3_S", True, "f32"), ("IQ1_S", True, "f32"), ("IQ1_M", True, "f32"),
+    ("Q4_0", True, "f32"), ("Q4_K_M", True, "f32"), ("Q2_K", True, "f32"), ("IQ4_XS", True, "f32"),
+    ("TQ1_0", False, "f32"), ("TQ2_0", False, "f32"), ("MXFP4_MOE", False, "moe"),
+    ("Q4_K_M", False, "f16"), ("Q8_0", False, "f16"), ("Q6_K", False, "f16"),
+]
+SOURCES = {"f32": {}, "f16": {"f16": True}, "moe": {"experts": 4}}
+
+
+def file_id(file_type: str, with_imatrix: bool, source: str = "f32") -> str:
+    return f"{file_type}{'+imatrix' if with_imatrix else ''}{'' if source == 'f32' else ' from ' + source.upper()}"
+
+
 def build_dir() -> Path:
     return Path(LLAMA).resolve()
 
@@ -58,19 +79,26 @@ def workdir() -> Path:
     return path
 
 
-@functools.lru_cache(maxsize=1)
-def f32_model() -> Path:
-    path = workdir() / "tiny-f32.gguf"
-    tiny_model.write(path, seed=0)
+@functools.lru_cache(maxsize=None)
+def source_model(source: str = "f32") -> Path:
+    """The tiny model (tiny_model.py) as llama-quantize's input: ``f32``, ``f16`` or ``moe`` (SOURCES)."""
+    path = workdir() / f"tiny-{source}.gguf"
+    tiny_model.write(path, seed=0, **SOURCES[source])
     return path
 
 
-@functools.lru_cache(maxsize=1)
-def f32_tensors() -> dict[str, np.ndarray]:
+def f32_model() -> Path:
+    return source_model("f32")
+
+
+@functools.lru_cache(maxsize=None)
+def f32_tensors(source: str = "f32") -> dict[str, np.ndarray]:
+    """Name -> the source's weights as float32 rows: what llama-quantize feeds its encoders (F16 weights
+    widened exactly to float32 first)."""
     import gguf
 
-    reader = gguf.GGUFReader(str(f32_model()))
-    return {t.name: np.array(t.data, np.float32).reshape(-1, int(t.shape[0])) for t in reader.tensors}
+    reader = gguf.GGUFReader(str(source_model(source)))
+    return {t.name: np.array(t.data).astype(np.float32).reshape(-1, int(t.shape[0])) for t in reader.tensors}
 
 
 @functools.lru_cache(maxsize=1)
@@ -113,12 +141,13 @@ def newer_ggml():
     return Library(tool("libggml-base.so"))
 
 
-def quantized_file(file_type: str, with_imatrix: bool) -> tuple[Path, subprocess.CompletedProcess]:
-    out = workdir() / f"tiny-{file_type}{'-imatrix' if with_imatrix else ''}.gguf"
+@functools.lru_cache(maxsize=None)
+def quantized_file(file_type: str, with_imatrix: bool, source: str = "f32") -> tuple[Path, subprocess.CompletedProcess]:
+    out = workdir() / f"tiny-{file_type}{'-imatrix' if with_imatrix else ''}-{source}.gguf"
     args = [tool("llama-quantize")]
     if with_imatrix:
         args += ["--imatrix", imatrix_file()]
-    proc = run(args + [f32_model(), out, file_type, 2])
+    proc = run(args + [source_model(source), out, file_type, 2])
     return out, proc
 
 

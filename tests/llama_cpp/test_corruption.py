@@ -101,6 +101,112 @@ def duplicate_name(buf: bytearray, path: Path) -> str:
     return "blk.1.attn_q.weight renamed blk.0.attn_q.weight"
 
 
+def _offset_field(buf: bytes, name: str) -> int:
+    """Byte offset of tensor ``name``'s uint64 data offset (relative to the data section), after its type."""
+    return _type_offset(buf, name) + 4
+
+
+def offset_past_end(buf: bytearray, path: Path) -> str:
+    at = _offset_field(buf, "blk.0.attn_q.weight")
+    buf[at: at + 8] = struct.pack("<Q", len(buf))
+    return f"blk.0.attn_q.weight: data offset {len(buf)} (the file is {len(buf)} bytes)"
+
+
+def overlapping(buf: bytearray, path: Path) -> str:
+    """blk.0.attn_k's data offset set to blk.0.attn_q's: same type and a smaller size, inside the file."""
+    src = struct.unpack_from("<Q", buf, _offset_field(buf, "blk.0.attn_q.weight"))[0]
+    struct.pack_into("<Q", buf, _offset_field(buf, "blk.0.attn_k.weight"), src)
+    return f"blk.0.attn_k.weight: data offset {src}, inside blk.0.attn_q.weight's data"
+
+
+def misaligned(buf: bytearray, path: Path) -> str:
+    at = _offset_field(buf, "blk.0.attn_k.weight")
+    off = struct.unpack_from("<Q", buf, at)[0] + 1
+    struct.pack_into("<Q", buf, at, off)
+    return f"blk.0.attn_k.weight: data offset {off} (alignment 32)"
+
+
+def row_not_block_multiple(buf: bytearray, path: Path) -> str:
+    """ne[0] of blk.0.attn_q.weight (q4_K, 256 columns) -> 255: not a multiple of q4_K's 256-weight block."""
+    at = _info_offset(buf, "blk.0.attn_q.weight") + 8 + len("blk.0.attn_q.weight") + 4
+    struct.pack_into("<Q", buf, at, 255)
+    return "blk.0.attn_q.weight (q4_K): ne[0] 256 -> 255"
+
+
+def bad_utf8_name(buf: bytearray, path: Path) -> str:
+    key = b"general.name"
+    at = buf.find(struct.pack("<Q", len(key)) + key) + 8 + len(key)
+    assert struct.unpack_from("<I", buf, at)[0] == 8, "general.name is not a string"
+    buf[at + 4 + 8] = 0xFF
+    return "general.name: first byte 0xFF (not UTF-8)"
+
+
+def _with_alignment(buf: bytearray, path: Path, alignment: int) -> None:
+    """Insert ``general.alignment`` (uint32) after the last key and re-pad the data section to it; tensor
+    offsets, relative to the data section, are left as llama-quantize wrote them for alignment 32."""
+    tensors = sorted(_tensors(path).values(), key=lambda t: t.data_offset)
+    kv_end = _first_info(buf, path)
+    last = max(tensors, key=lambda t: _info_offset(buf, t.name))
+    header_end = _offset_field(buf, last.name) + 8
+    data = bytes(buf[tensors[0].data_offset - struct.unpack_from("<Q", buf, _offset_field(buf, tensors[0].name))[0]:])
+    key = b"general.alignment"
+    kv = struct.pack("<Q", len(key)) + key + struct.pack("<II", 4, alignment)
+    head = bytearray(buf[:kv_end]) + kv + buf[kv_end:header_end]
+    struct.pack_into("<Q", head, 16, struct.unpack_from("<Q", head, 16)[0] + 1)      # n_kv + 1
+    if alignment:
+        head += bytes(-len(head) % alignment)
+    buf[:] = head + data
+
+
+def _first_info(buf: bytes, path: Path) -> int:
+    """Where the tensor-info section begins: the first tensor's record in file order."""
+    return min(_info_offset(buf, name) for name in _tensors(path))
+
+
+def alignment_4096(buf: bytearray, path: Path) -> str:
+    _with_alignment(buf, path, 4096)
+    return "general.alignment = 4096 added; tensor offsets stay multiples of 32 only"
+
+
+def alignment_48(buf: bytearray, path: Path) -> str:
+    _with_alignment(buf, path, 48)
+    return "general.alignment = 48 added (not a power of two)"
+
+
+def nan_scale(type_name: str):
+    """The first scale field that ggml_validate_row_data checks (GGML-3.1), of block 0 of the first tensor
+    of ``type_name``, set to NaN: a float16 field directly, or through the type's ``set_scale`` where the
+    scale is not a float16 at a fixed offset (mxfp4's E8M0, iq1_m's spread nibbles)."""
+    def corrupt(buf: bytearray, path: Path) -> str:
+        import numpy as np
+
+        from qformats.formats import ggml
+
+        bt = ggml.TYPES[type_name.lower()]
+        t = next(t for t in _tensors(path).values() if t.tensor_type.name.lower() == bt.name)
+        size = bt.ggml.type_size
+        block = np.frombuffer(bytes(buf[t.data_offset: t.data_offset + size]), np.uint8).reshape(1, size).copy()
+        if bt.fp16_offsets:
+            field, at = next(iter(bt.fp16_offsets.items()))
+            block[0, at: at + 2] = np.frombuffer(FP16_NAN, np.uint8)
+        else:
+            field = "scale"
+            bt.set_scale(block, np.array([np.nan], np.float16))
+        buf[t.data_offset: t.data_offset + size] = block.tobytes()
+        return f"{t.name} ({bt.name}) block 0: {field} = NaN"
+    return corrupt
+
+
+# Every block type llama-quantize writes here, and the file it is taken from (llama_tools.FILE_TYPES).
+NAN_TYPES = [
+    ("q4_0", "Q4_0", False), ("q4_1", "Q4_1", False), ("q5_0", "Q5_0", False), ("q5_1", "Q5_1", False),
+    ("q8_0", "Q8_0", False), ("q2_k", "Q2_K", False), ("q3_k", "Q3_K_M", False), ("q4_k", "Q4_K_M", False),
+    ("q5_k", "Q5_K_M", False), ("q6_k", "Q6_K", False), ("iq4_nl", "IQ4_NL", False), ("iq4_xs", "IQ4_XS", False),
+    ("tq1_0", "TQ1_0", False), ("tq2_0", "TQ2_0", False), ("iq2_xxs", "IQ2_XXS", True), ("iq2_xs", "IQ2_XS", True),
+    ("iq2_s", "IQ2_M", True), ("iq3_xxs", "IQ3_XXS", True), ("iq3_s", "IQ3_S", True), ("iq1_s", "IQ1_S", True),
+    ("iq1_m", "IQ1_M", True), ("mxfp4", "MXFP4_MOE", False, "moe"),
+]
+
 # (name, corruption, pinned: qformats deep verdict, llama.cpp exit 0 with --check-tensors, without)
 CORRUPTIONS = [
     ("nan_q6k_scale", nan_q6k_scale, "invalid", False, True),
@@ -111,7 +217,16 @@ CORRUPTIONS = [
     ("removed_type", removed_type, "invalid", False, False),
     ("negative_q4k_d", negative_q4k_d, "valid", True, True),
     ("duplicate_name", duplicate_name, "invalid", False, False),
-]
+    ("offset_past_end", offset_past_end, "invalid", False, False),
+    ("overlapping", overlapping, "invalid", False, False),
+    ("misaligned", misaligned, "invalid", False, False),
+    ("row_not_block_multiple", row_not_block_multiple, "invalid", False, False),
+    # GGUF-2.2: strings MUST be UTF-8 (ggml's docs/gguf.md); llama.cpp's gguf.cpp reads them as bytes and loads it
+    ("bad_utf8_name", bad_utf8_name, "invalid", True, True),
+    ("alignment_4096", alignment_4096, "invalid", False, False),
+    ("alignment_48", alignment_48, "invalid", False, False),
+] + [(f"nan_{t}", nan_scale(t), "invalid", False, True) for t, *_ in NAN_TYPES]
+BASE = {f"nan_{t}": tuple(base) for t, *base in NAN_TYPES}
 
 
 @dataclass
@@ -157,7 +272,7 @@ def outcome(name: str) -> Outcome:
     from qformats.validate import validate
 
     corrupt = dict((n, f) for n, f, *_ in CORRUPTIONS)[name]
-    base, proc = quantized_file("Q4_K_M", False)
+    base, proc = quantized_file(*BASE.get(name, ("Q4_K_M", False)))
     assert proc.returncode == 0, proc.stderr[-2000:]
     buf = bytearray(base.read_bytes())
     what = corrupt(buf, base)

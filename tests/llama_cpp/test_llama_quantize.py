@@ -27,22 +27,12 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from llama_tools import (LLAMA, SKIP_REASON, f32_tensors, importance, load_and_eval, newer_ggml,  # noqa: E402
-                         quantized_file, workdir)
+from llama_tools import (FILE_TYPES, LLAMA, SKIP_REASON, SOURCES, f32_tensors, file_id, importance,  # noqa: E402
+                         load_and_eval, newer_ggml, quantized_file, source_model, workdir)
 
 pytestmark = pytest.mark.skipif(not LLAMA, reason=SKIP_REASON)
 
-# llama-quantize file types; (name, uses the imatrix). The last ones need it (or are better with it).
-FILE_TYPES = [
-    ("Q4_0", False), ("Q4_1", False), ("Q5_0", False), ("Q5_1", False), ("Q8_0", False),
-    ("Q2_K", False), ("Q3_K_S", False), ("Q3_K_M", False), ("Q3_K_L", False), ("Q4_K_S", False),
-    ("Q4_K_M", False), ("Q5_K_S", False), ("Q5_K_M", False), ("Q6_K", False), ("IQ4_NL", False),
-    ("IQ4_XS", False),
-    ("IQ2_XXS", True), ("IQ3_XXS", True), ("IQ2_M", True), ("IQ1_S", True),
-    ("Q4_0", True), ("Q4_K_M", True), ("Q2_K", True), ("IQ4_XS", True),
-    ("TQ1_0", False), ("TQ2_0", False), ("MXFP4_MOE", False),
-]
-IDS = [f"{name}{'+imatrix' if im else ''}" for name, im in FILE_TYPES]
+IDS = [file_id(*f) for f in FILE_TYPES]
 PLAIN = {"F32", "F16", "BF16", "F64", "I8", "I16", "I32", "I64"}
 
 @dataclass
@@ -68,14 +58,14 @@ class Row:
 
 
 @functools.lru_cache(maxsize=None)
-def row(file_type: str, with_imatrix: bool) -> Row:
+def row(file_type: str, with_imatrix: bool, source: str) -> Row:
     import gguf
 
     from qformats.formats import ggml
     from qformats.validate import validate
 
-    r = Row(file_type + ("+imatrix" if with_imatrix else ""))
-    path, proc = quantized_file(file_type, with_imatrix)
+    r = Row(file_id(file_type, with_imatrix, source))
+    path, proc = quantized_file(file_type, with_imatrix, source)
     r.quantize_rc, r.quantize_log = proc.returncode, (proc.stdout + proc.stderr)[-3000:]
     if proc.returncode or not path.is_file():
         return r
@@ -88,7 +78,8 @@ def row(file_type: str, with_imatrix: bool) -> Row:
     load = load_and_eval(path)
     r.load_rc, r.load_log = load.returncode, (load.stdout + load.stderr)[-3000:]
 
-    source, weights = f32_tensors(), importance() if with_imatrix else {}
+    weights = importance() if with_imatrix else {}
+    source = f32_tensors(source)
     lib = newer_ggml()
     for t in gguf.GGUFReader(str(path)).tensors:
         tname = t.tensor_type.name
@@ -115,46 +106,78 @@ def row(file_type: str, with_imatrix: bool) -> Row:
     return r
 
 
-def quantized(file_type: str, with_imatrix: bool) -> Row:
-    r = row(file_type, with_imatrix)
+def quantized(file_type: str, with_imatrix: bool, source: str) -> Row:
+    r = row(file_type, with_imatrix, source)
     assert r.quantize_rc == 0 and r.path is not None, r.quantize_log
     return r
 
 
-CASES = pytest.mark.parametrize("file_type,with_imatrix", FILE_TYPES, ids=IDS)
+CASES = pytest.mark.parametrize("file_type,with_imatrix,source", FILE_TYPES, ids=IDS)
 
 
 @CASES
-def test_qformats_validates_every_tensor(file_type, with_imatrix):
+def test_qformats_validates_every_tensor(file_type, with_imatrix, source):
     """GGML-3.5: llama-quantize's file is valid to validate(deep=True), which says it checked every tensor."""
-    r = quantized(file_type, with_imatrix)
+    r = quantized(file_type, with_imatrix, source)
     assert r.verdict == "valid" and not r.findings, (r.verdict, r.findings)
     assert r.tensors == r.tensors_checked == sum(r.tensor_types.values()) > 0
 
 
 @CASES
-def test_llama_cpp_loads_with_check_tensors(file_type, with_imatrix):
+def test_llama_cpp_loads_with_check_tensors(file_type, with_imatrix, source):
     """GGML-5.4: llama.cpp itself loads the file with --check-tensors and evaluates a prompt (exit 0)."""
-    r = quantized(file_type, with_imatrix)
+    r = quantized(file_type, with_imatrix, source)
     assert r.load_rc == 0, r.load_log
 
 
 @CASES
-def test_decode_equals_llama_cpp_ggml(file_type, with_imatrix):
+def test_decode_equals_llama_cpp_ggml(file_type, with_imatrix, source):
     """GGML-2.2: every block tensor decodes bit for bit as the newer ggml's own dequantize_row_*."""
-    r = quantized(file_type, with_imatrix)
+    r = quantized(file_type, with_imatrix, source)
     assert r.decoded == sum(n for t, n in r.tensor_types.items() if t not in PLAIN) > 0
     assert not r.decode_mismatch, r.decode_mismatch
 
 
 @CASES
-def test_encode_equals_llama_quantize(file_type, with_imatrix):
+def test_encode_equals_llama_quantize(file_type, with_imatrix, source):
     """GGML-4.4: every tensor of a type with a reference encoder re-encodes from the F32 source, with the
     importance llama-quantize used (GGML-4.2), to llama-quantize's bytes."""
-    r = quantized(file_type, with_imatrix)
+    r = quantized(file_type, with_imatrix, source)
     assert r.encodable > 0 and not r.encode_mismatch, r.encode_mismatch
     if with_imatrix:    # the importance path was exercised, and made a difference
         assert r.importance_matters > 0 and r.with_importance > 0
+
+
+@pytest.mark.parametrize("source", sorted(SOURCES))
+def test_source_model_is_valid_and_loads(source):
+    """GGML-3.4, GGML-5.4: the unquantized models llama-quantize reads (F32, F16, the MoE variant) are valid
+    with every tensor checked, and llama.cpp loads each with --check-tensors and evaluates a prompt."""
+    from qformats.validate import validate
+
+    path = source_model(source)
+    report = validate(path, deep=True)
+    assert report.verdict == "valid" and not report.findings, [f.code for f in report.findings]
+    assert report.summary["tensors"] == report.summary["tensors_checked"] > 0
+    load = load_and_eval(path)
+    assert load.returncode == 0, (load.stdout + load.stderr)[-2000:]
+
+
+@functools.lru_cache(maxsize=None)
+def readers(file_type: str, with_imatrix: bool, source: str) -> dict:
+    """``qformats conformance checkpoint``'s reader verdicts on the file (GGML-7.3)."""
+    from conformance.checkpoint import check_checkpoint
+
+    r = quantized(file_type, with_imatrix, source)
+    return {name: row["verdict"] for name, row in check_checkpoint(r.path)["readers"].items()}
+
+
+@CASES
+def test_conformance_checkpoint_names_the_real_readers(file_type, with_imatrix, source):
+    """GGML-7.3: llama.cpp's ggml, the pinned ggml and gguf-py decode every tensor of the file as the spec
+    says; transformers is listed as not judged (it decodes through gguf-py)."""
+    verdicts = readers(file_type, with_imatrix, source)
+    assert verdicts == {"ggml_oracle": "correct", "llama_cpp": "correct", "gguf_py": "correct",
+                        "transformers": "not judged"}
 
 
 def table(rows: list[Row]) -> str:
@@ -181,7 +204,7 @@ if __name__ == "__main__":
     if not LLAMA:
         sys.exit("set QFORMATS_LLAMA_CPP to a llama.cpp build folder")
     print("ggml:", newer_ggml().version(), "work dir:", workdir())
-    rows = [row(name, im) for name, im in FILE_TYPES]
+    rows = [row(*f) for f in FILE_TYPES]
     print(table(rows))
     for r in rows:
         for what, names in (("decode", r.decode_mismatch), ("encode", r.encode_mismatch)):

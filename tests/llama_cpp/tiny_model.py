@@ -8,7 +8,12 @@ of 384 tokens: <unk>, <s>, </s>, the 256 byte tokens <0x00>..<0xFF> (the loader 
 the line feed and byte fallback needs all of them), then word pieces. Weights are seeded normal with
 the scale of a real checkpoint (std 0.02, norms near 1), so the file is the same for the same seed.
 
-    python tests/llama_cpp/tiny_model.py OUT.gguf [--seed N]
+Two variants: ``f16=True`` stores every matrix as F16 (norms stay F32, as convert_hf_to_gguf.py writes
+them), and ``experts=N`` makes every layer's feed-forward a Mixtral-style mixture of N experts (2 used):
+``ffn_gate_inp`` and the 3-D ``ffn_{gate,up,down}_exps``, the tensors llama-quantize's MXFP4_MOE writes
+as mxfp4.
+
+    python tests/llama_cpp/tiny_model.py OUT.gguf [--seed N] [--f16] [--experts N]
 """
 
 from __future__ import annotations
@@ -54,12 +59,13 @@ def vocabulary(n_vocab: int = 384) -> tuple[list[str], list[float], list[int]]:
     return tokens, scores, types
 
 
-def tensors(seed: int = 0, n_layer: int = N_LAYER, n_vocab: int = 384) -> dict[str, np.ndarray]:
-    """Name -> float32 array in GGUF order (numpy shape (ne1, ne0): a row is ne0 contiguous weights)."""
+def tensors(seed: int = 0, n_layer: int = N_LAYER, n_vocab: int = 384, experts: int = 0) -> dict[str, np.ndarray]:
+    """Name -> float32 array in GGUF order (numpy shape (ne1, ne0): a row is ne0 contiguous weights; an
+    expert tensor is (n_expert, ne1, ne0))."""
     rng = np.random.default_rng(seed)
 
-    def w(rows: int, cols: int, std: float = 0.02) -> np.ndarray:
-        return rng.normal(0.0, std, (rows, cols)).astype(np.float32)
+    def w(rows: int, cols: int, std: float = 0.02, n: int = 0) -> np.ndarray:
+        return rng.normal(0.0, std, (n, rows, cols) if n else (rows, cols)).astype(np.float32)
 
     def norm() -> np.ndarray:
         return (1.0 + rng.normal(0.0, 0.05, N_EMBD)).astype(np.float32)
@@ -72,20 +78,30 @@ def tensors(seed: int = 0, n_layer: int = N_LAYER, n_vocab: int = 384) -> dict[s
         out[f"blk.{i}.attn_v.weight"] = w(N_HEAD_KV * HEAD_DIM, N_EMBD)
         out[f"blk.{i}.attn_output.weight"] = w(N_EMBD, N_EMBD)
         out[f"blk.{i}.ffn_norm.weight"] = norm()
-        out[f"blk.{i}.ffn_gate.weight"] = w(N_FF, N_EMBD)
-        out[f"blk.{i}.ffn_up.weight"] = w(N_FF, N_EMBD)
-        out[f"blk.{i}.ffn_down.weight"] = w(N_EMBD, N_FF)
+        if experts:
+            out[f"blk.{i}.ffn_gate_inp.weight"] = w(experts, N_EMBD)
+            out[f"blk.{i}.ffn_gate_exps.weight"] = w(N_FF, N_EMBD, n=experts)
+            out[f"blk.{i}.ffn_up_exps.weight"] = w(N_FF, N_EMBD, n=experts)
+            out[f"blk.{i}.ffn_down_exps.weight"] = w(N_EMBD, N_FF, n=experts)
+        else:
+            out[f"blk.{i}.ffn_gate.weight"] = w(N_FF, N_EMBD)
+            out[f"blk.{i}.ffn_up.weight"] = w(N_FF, N_EMBD)
+            out[f"blk.{i}.ffn_down.weight"] = w(N_EMBD, N_FF)
     out["output_norm.weight"] = norm()
     out["output.weight"] = w(n_vocab, N_EMBD)
     return out
 
 
-def write(path: str | Path, seed: int = 0, n_layer: int = N_LAYER) -> dict[str, np.ndarray]:
-    """Write the F32 model to ``path``; return its tensors (name -> float32 array, GGUF order)."""
+def write(path: str | Path, seed: int = 0, n_layer: int = N_LAYER, f16: bool = False,
+          experts: int = 0) -> dict[str, np.ndarray]:
+    """Write the model to ``path``; return its tensors as stored (name -> float32, or float16 matrices
+    when ``f16``; GGUF order)."""
     import gguf
 
     tokens, scores, types = vocabulary()
-    arrays = tensors(seed, n_layer, len(tokens))
+    arrays = tensors(seed, n_layer, len(tokens), experts)
+    if f16:
+        arrays = {k: a.astype(np.float16) if a.ndim > 1 else a for k, a in arrays.items()}
     writer = gguf.GGUFWriter(str(path), "llama")
     writer.add_name("qformats tiny llama")
     writer.add_description(f"issue 19 test model: random weights, seed {seed}, tests/llama_cpp/tiny_model.py")
@@ -99,7 +115,10 @@ def write(path: str | Path, seed: int = 0, n_layer: int = N_LAYER) -> dict[str, 
     writer.add_rope_freq_base(10000.0)
     writer.add_layer_norm_rms_eps(1e-5)
     writer.add_vocab_size(len(tokens))
-    writer.add_file_type(gguf.LlamaFileType.ALL_F32)
+    if experts:
+        writer.add_expert_count(experts)
+        writer.add_expert_used_count(2)
+    writer.add_file_type(gguf.LlamaFileType.MOSTLY_F16 if f16 else gguf.LlamaFileType.ALL_F32)
     writer.add_tokenizer_model("llama")
     writer.add_token_list(tokens)
     writer.add_token_scores(scores)
@@ -121,5 +140,6 @@ def write(path: str | Path, seed: int = 0, n_layer: int = N_LAYER) -> dict[str, 
 if __name__ == "__main__":
     args = sys.argv[1:]
     seed = int(args[args.index("--seed") + 1]) if "--seed" in args else 0
-    write(args[0], seed=seed)
+    write(args[0], seed=seed, f16="--f16" in args,
+          experts=int(args[args.index("--experts") + 1]) if "--experts" in args else 0)
     print(args[0])

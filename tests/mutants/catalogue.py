@@ -21,7 +21,9 @@ MUTANTS = [
     ("gptq_bugs:autogptq_cuda_old_ignores_g_idx", "gptq_v1", "dequantize",
      "AutoGPTQ qlinear_cuda_old: reshape to [-1, group_size, N], g_idx never read", r"gptq_v1/read/b4_asym_g32_act_order"),
     ("gptq_bugs:exllama_wrap", "gptq_v1", "dequantize",
-     "exllama (f + 1) & 0x0F: silently decodes v1 zero-0 fields, 4-bit only", r"gptq_v1/read/b4_asym_g32_zero0_field7"),
+     "exllama (f + 1) & 0x0F, 4-bit only: decodes v1 zero-0 fields by the field-local wrap, a named reading "
+     "(KC-4.5), so it fails only as a validating decoder (claimed in test_mutants.py)",
+     r"gptq_v1/read/b4_asym_g32_zero0_field7"),
     ("gptq_bugs:marlin_fixed_zero", "gptq_v1", "dequantize",
      "Marlin: qzeros ignored, zero fixed at 2^(b-1) (asym checkpoints on a sym-only kernel)", r"gptq_v1/read/b4_asym_g32_trivial"),
     ("gptq_bugs:v2_read_as_v1", "gptq_v2", "dequantize",
@@ -31,6 +33,15 @@ MUTANTS = [
     ("gptq_bugs:matmul_w_float16", "gptq_v1", "matmul",
      "W dequantized to float16 without a range check (exllama-style fp16 dequant): overflow to inf, then NaN",
      r"gptq_v1/read/b8_asym_g32_scales_max"),
+    ("gptq_bugs:v1_positive_zeros", "gptq_v1", "dequantize",
+     "-0.0 turned into +0.0 by adding a dense zero matrix (w + 0.0) after a correct decode",
+     r"gptq_v1/read/b4_asym_g32_signed_zeros_negative_scales"),
+    ("gptq_bugs:v2_positive_zeros", "gptq_v2", "dequantize",
+     "-0.0 turned into +0.0 by adding a dense zero matrix (w + 0.0) after a correct decode",
+     r"gptq_v2/read/b3_sym_g32_signed_zeros_all_zero_rows"),
+    ("gptq_bugs:v2_scale_times_q_minus_scale_times_z", "gptq_v2", "dequantize",
+     "s*q - s*z (a precomputed s*z offset): right values, +0.0 where s * (q - z) is -0.0",
+     r"gptq_v2/read/b4_asym_g32_signed_zeros_negative_scales"),
     ("gptq_bugs:autogptq_writer_or_bleed", "gptq_v1", "pack",
      "AutoGPTQ 0.7.1 pack: zero 0 written as -1 OR-ed into the neighbouring fields", r"gptq_v1/pack/b4_asym_g32_zero0_field0"),
     ("gptq_bugs:gptqmodel_writer_wraps", "gptq_v1", "pack",
@@ -54,6 +65,12 @@ MUTANTS = [
      "the input permutation not undone (spqr_quant dequantize() order)", r"spqr/read/csr_0_act_order"),
     ("spqr_bugs:float32_statistics", "spqr", "dequantize",
      "the dense part computed in float32 and rounded once, not the float16 sequence (SpQR #48)", r"spqr/read/csr_0_identity"),
+    ("spqr_bugs:outliers_added_as_dense_matrix", "spqr", "dequantize",
+     "outliers materialised as a dense matrix and added (to_dense(), torch.sparse add): untouched -0.0 become +0.0",
+     r"spqr/read/csr_signed_zeros_degenerate_stats"),
+    ("spqr_bugs:ptcsr_padding_skipped", "spqr", "dequantize",
+     "PTCSR rows stopped at their first padding slot (spqr_quant's CUDA kernel): -0.0 + padding stays -0.0",
+     r"spqr/read/ptcsr_signed_zeros_padding_onto_negative_zero"),
     ("spqr_bugs:matmul_fp16_accumulation", "spqr", "matmul",
      "a GEMV accumulating in float16", r"spqr/read/csr_16x1024_nonnegative"),
 ]
@@ -65,5 +82,6 @@ from kquants_qkx_bugs import MUTANTS as _KQKX  # noqa: E402
 from kquants_qx_bugs import MUTANTS as _KQX  # noqa: E402
 from legacy_bugs import MUTANTS as _LEGACY  # noqa: E402
 from ternary_fp4_bugs import MUTANTS as _TQMX  # noqa: E402
+from awq_ctensors_bugs import MUTANTS as _AWQCT  # noqa: E402
 
-MUTANTS += _LEGACY + _KQKX + _KQX + _IQ4 + _IQGRID + _TQMX
+MUTANTS += _LEGACY + _KQKX + _KQX + _IQ4 + _IQGRID + _TQMX + _AWQCT

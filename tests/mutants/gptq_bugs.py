@@ -103,3 +103,25 @@ def matmul_w_float16(*, qweight, qzeros, scales, g_idx, bits, group_size, x):
                                              group_size=group_size))
     with np.errstate(over="ignore", invalid="ignore"):
         return np.asarray(x, np.float16).astype(np.float32) @ w.astype(np.float16).astype(np.float32).T
+
+
+def _positive_zeros(version: str):
+    def dequantize(*, qweight, qzeros, scales, g_idx, bits, group_size):
+        """The spec decode, then ``+ 0.0``: every -0.0 (a negative scale times q - z = 0) becomes +0.0."""
+        w = gptq.dequantize(_layer(qweight, qzeros, scales, g_idx), bits=bits, version=version, group_size=group_size)
+        return np.ascontiguousarray(w) + np.float32(0)
+    return dequantize
+
+
+v1_positive_zeros = _positive_zeros("v1")
+v2_positive_zeros = _positive_zeros("v2")
+
+
+def v2_scale_times_q_minus_scale_times_z(*, qweight, qzeros, scales, g_idx, bits, group_size):
+    """``s*q - s*z`` (a precomputed ``s*z`` offset, as fused kernels do): the same values, but +0.0 where
+    ``s * (q - z)`` is -0.0 (KC-2.4)."""
+    codes, zeros = gptq.unpack(_layer(qweight, qzeros, scales, g_idx), bits=bits, version="v2", group_size=group_size)
+    k = codes.shape[0]
+    gi = np.arange(k) // (k if group_size == -1 else group_size) if g_idx is None else np.asarray(g_idx, np.intp)
+    s = np.asarray(scales, np.float32)[gi]
+    return np.ascontiguousarray((s * codes.astype(np.float32) - s * zeros.astype(np.float32)[gi]).T)

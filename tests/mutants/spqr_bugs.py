@@ -54,3 +54,31 @@ def matmul_fp16_accumulation(*, dense_weights, row_offsets, col_vals, in_perm, m
     for k in range(n):
         acc = (acc + x[:, k:k + 1] * w[:, k]).astype(np.float16)
     return acc
+
+
+def outliers_added_as_dense_matrix(*, dense_weights, row_offsets, col_vals, in_perm, m, n):
+    """The outliers materialised as a dense matrix and added (``to_dense()``, a torch.sparse add): every
+    untouched -0.0 of the dense part becomes +0.0 (-0.0 + +0.0), the values are otherwise right."""
+    layer = spqr.SpQRLayer(_layer(dense_weights, row_offsets, col_vals, in_perm), m=m, n=n)
+    base = _layer(dense_weights, row_offsets, col_vals, in_perm)
+    dense = spqr.dequantize(dict(base, row_offsets=np.zeros(m + 1, np.int32), col_vals=np.zeros(0, np.int32)),
+                            permuted=True, m=m, n=n)
+    cols, vals = split_col_vals(layer.col_vals)
+    rows = entry_rows(layer.row_offsets, cols.size, m)
+    outliers = np.zeros((m, n), np.float32)
+    np.add.at(outliers, (rows, cols), vals.astype(np.float32))
+    wp = (dense.astype(np.float32) + outliers).astype(np.float16)
+    out = np.empty_like(wp)
+    out[:, unpack_perm(layer.in_perm)] = wp
+    return out
+
+
+def ptcsr_padding_skipped(*, dense_weights, row_offsets, col_vals, in_perm, m, n):
+    """PTCSR rows stopped at their first padding slot (spqr_quant's CUDA kernel): the +0.0 padding is never
+    added, so -0.0 stays where SPQR-5.2's host decode gives +0.0."""
+    from qformats.formats.spqr.codec import to_csr
+
+    layer = spqr.SpQRLayer(_layer(dense_weights, row_offsets, col_vals, in_perm), m=m, n=n)
+    ro, cv = to_csr(layer)
+    return spqr.dequantize(dict(_layer(dense_weights, row_offsets, col_vals, in_perm), row_offsets=ro, col_vals=cv),
+                           m=m, n=n)

@@ -23,7 +23,8 @@ from .codec import check_blocks, check_input, dequantize, quantize
 __all__ = ["TYPES", "BlockType", "block_type", "dequantize", "quantize", "check_blocks", "check_input",
            "FAMILY_MODULES"]
 
-FAMILY_MODULES = ("floats", "legacy", "q4k", "kquants_qkx", "kquants_qx", "iq4", "iqgrid", "ternary", "mxfp4")
+FAMILY_MODULES = ("floats", "legacy", "q4k", "kquants_qkx", "kquants_qx", "iq4", "iqgrid", "ternary", "mxfp4",
+                  "nvfp4", "lowbit")
 
 
 def _load() -> MappingProxyType:

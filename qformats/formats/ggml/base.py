@@ -71,6 +71,9 @@ class BlockType:
     set_scale: Callable[[np.ndarray, np.ndarray], None] | None = None
     bits: int | None = None       # nominal bits of one weight's code (inspect's "bits"); None for plain types
     group: int | None = None      # weights sharing one (sub-block) scale (inspect's "gs")
+    # The ggml version qformats judges the type against where the pinned oracle (0.10.1) lacks it (q2_0:
+    # "0.25.3", llama.cpp's ggml, tests/llama_cpp/); None: the pinned oracle has it (spec/ggml.md type table).
+    since: str | None = None
 
     @property
     def ggml(self) -> GGMLType:

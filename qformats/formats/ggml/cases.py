@@ -10,10 +10,15 @@ one class per case::
     zero         +0 / -0                            GGML-2.3
     negative     negative normals                   GGML-3.2: decodes (a warning in files)
     max          +-65504                            GGML-2.3
-    nonfinite    inf / -inf / NaN (informative)     GGML-3.1
+    nonfinite    inf / -inf / NaN (non-conforming)  GGML-3.1
 
 Types without float16 scale fields (mxfp4's E8M0, plain types) get random bits only. One matmul case
-per type is 8 rows x 4096 weights with non-negative scales, for long sums (QF-4.6). Encoder cases
+per type is 8 rows x 4096 weights with non-negative scales, for long sums (QF-4.6). Non-finite
+super-scales are non-conforming (GGML-3.1): a decoder may reject them or evaluate ggml's decode on them
+(GGML-2.4, :func:`readings`). Each type with float16 scales also has a ``signed_zeros`` case (±0 and
+negative scales, whose decode holds -0.0: spec/kernels.md KC-2.4), and every type one non-conforming
+input per MUST-reject rule of GGML-1 (wrong dtype, rows not whole blocks, n not a multiple of the block
+size; the validating level, KC-4.2). Encoder cases
 (``quantize``) are float32 rows of the q4_K chapter's input kinds; the reference bytes are what ggml's
 ``quantize_<type>`` writes without an importance vector.
 """
@@ -30,7 +35,8 @@ from ..q4_k.cases import ROWS as Q4K_ROWS, N as Q4K_N, _scale_class as q4k_scale
 from .base import BlockType
 from .codec import check_blocks, dequantize, quantize
 
-__all__ = ["cases", "reference", "judge_quantize", "random_blocks", "SCALE_CLASSES", "FP16_MAX", "subject_types"]
+__all__ = ["cases", "reference", "judge_quantize", "random_blocks", "SCALE_CLASSES", "FP16_MAX", "subject_types",
+           "readings"]
 
 ROWS, N = Q4K_ROWS, Q4K_N          # 2 rows of 512: the shape of q4_K's cases, whose input kinds these share
 FP16_MAX = 65504.0
@@ -76,14 +82,68 @@ def _read_cases(bt: BlockType) -> Iterator[Case]:
     for scale_class, clause in classes.items():
         for seed in range(2):
             case_id = f"{bt.name}/read/{scale_class}_{seed}"
+            nonfinite = scale_class == "nonfinite"
             yield Case(id=case_id, format=bt.name, ops=("dequantize", "matmul"),
                        inputs={"blocks": random_blocks(bt, _rng(case_id), ROWS, N, scale_class)},
-                       params={"rows": ROWS, "n": N}, clauses=(bt.clause, "GGML-2.2", clause),
-                       features=(f"d:{scale_class}",), expect="informative" if scale_class == "nonfinite" else "values")
+                       params={"rows": ROWS, "n": N},
+                       clauses=("GGML-3.1", "GGML-2.4", bt.clause) if nonfinite else (bt.clause, "GGML-2.2", clause),
+                       features=(f"d:{scale_class}",), expect="reject" if nonfinite else "values",
+                       description="non-conforming: inf/NaN super-scales (GGML-3.1)" if nonfinite else "")
+    if bt.fp16_offsets or bt.set_scale:
+        yield from _signed_zero_case(bt)
+    yield from _invalid_cases(bt)
     case_id = f"{bt.name}/read/n4096_nonnegative"
     blocks = random_blocks(bt, _rng(case_id), 8, 4096, "nonnegative" if bt.fp16_offsets or bt.set_scale else "random_bits")
     yield Case(id=case_id, format=bt.name, ops=("matmul",), inputs={"blocks": blocks}, params={"rows": 8, "n": 4096},
                clauses=(bt.clause, "QF-4.6"), features=("d:nonnegative", "k:4096"))
+
+
+def _signed_zero_case(bt: BlockType) -> Iterator[Case]:
+    """Half the blocks with ±0 super-scales, half negative ones: the decode holds -0.0 (KC-2.4), which a
+    decoder adding a zero matrix flips. Made only where the type's decode can give -0.0 at all."""
+    case_id = f"{bt.name}/read/signed_zeros"
+    rng = _rng(case_id)
+    zero, negative = (random_blocks(bt, rng, 1, N, c) for c in ("zero", "negative"))
+    blocks = np.concatenate([zero, negative])
+    w = dequantize(bt.name, blocks)
+    if (np.signbit(w) & (w == 0)).any():
+        yield Case(id=case_id, format=bt.name, ops=("dequantize",), inputs={"blocks": blocks},
+                   params={"rows": ROWS, "n": N}, clauses=("KC-2.4", bt.clause, "GGML-2.3"),
+                   features=("d:zero", "zeros:signed"))
+
+
+# (name, clause, description): one non-conforming input per MUST-reject rule of GGML-1 (KC-4.2)
+INVALID = (
+    ("blocks_int8", "GGML-1.1", "blocks as int8, not uint8"),
+    ("row_bytes", "GGML-1.1", "rows two blocks longer than n / block_size blocks"),
+    ("n_not_multiple", "GGML-1.2", "n not a multiple of the block size"),
+)
+
+
+def _invalid_cases(bt: BlockType) -> Iterator[Case]:
+    for name, clause, description in INVALID:
+        blocks = random_blocks(bt, _rng(f"{bt.name}/invalid/{name}"), ROWS, N)
+        n = N
+        if name == "blocks_int8":
+            blocks = blocks.view(np.int8)
+        elif name == "row_bytes":
+            n = N - 2 * bt.block_size
+        else:
+            n = N - bt.block_size // 2
+        yield Case(id=f"{bt.name}/read/invalid/{name}", format=bt.name, ops=("dequantize", "matmul"),
+                   inputs={"blocks": blocks}, params={"rows": ROWS, "n": n}, clauses=(clause, "KC-4.2"),
+                   features=("input:nonconforming",), expect="reject",
+                   aux={"nominal_shape": np.array([ROWS, n], np.int64)},
+                   description=f"non-conforming: {description} ({clause})")
+
+
+def readings(case: Case) -> tuple[str, str, dict[str, tuple[str, np.ndarray]]] | None:
+    """Blocks with inf/NaN super-scales (GGML-3.1): a decoder may reject them or evaluate ggml's decode on
+    them (GGML-2.4)."""
+    if "d:nonfinite" not in case.features or "quantize" in case.ops:
+        return None
+    return "nonfinite_scales", "GGML-3.1", {"evaluation": ("ggml's dequantize_row_<type> evaluated as written, "
+                                                           "inf * 0 = NaN included (GGML-2.4)", reference(case))}
 
 
 def _x(kind: str, rng: np.random.Generator) -> np.ndarray:

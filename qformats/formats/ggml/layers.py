@@ -20,8 +20,9 @@ from . import TYPES
 from .base import BlockType
 from .checks import scale_findings
 from .codec import dequantize
+from .readers import READERS, reader_rows
 
-__all__ = ["GGUF_TYPES", "check_gguf", "decode_gguf", "tensor_type"]
+__all__ = ["GGUF_TYPES", "READERS", "check_gguf", "decode_gguf", "reader_rows", "tensor_type"]
 
 GGUF_TYPES = tuple(bt.ggml.name for bt in TYPES.values())
 DEEP_CHUNK_BYTES = 1 << 24      # rows of blocks decoded at once by --deep: 16 MiB in, 4-8x that out

@@ -33,7 +33,27 @@ def layer_findings(name: str, layer: Any, *, bits: int, group_size: int | None, 
     try:
         return _layer_findings(name, layer, bits, group_size, declared, desc_act, sym, deep)
     except QFormatsError as err:
-        return [from_error(err.within(name))], {"layer": name, "format": f"gptq_{declared or 'v1'}", "bits": bits}
+        return [from_error(_with_counts(err, layer).within(name))], {"layer": name, "format": f"gptq_{declared or 'v1'}",
+                                                                     "bits": bits}
+
+
+def _with_counts(err: QFormatsError, layer: Any) -> QFormatsError:
+    """A non-finite error names its first value; add how many NaN, +inf and -inf the tensor holds (QF-2.4)."""
+    if not err.code.endswith("nonfinite") or not err.tensor:
+        return err
+    try:
+        arr = np.asarray(layer[err.tensor.rsplit(".", 1)[-1]])
+    except (KeyError, TypeError, ValueError, IndexError):
+        return err
+    if arr.dtype.kind != "f":
+        return err
+    kinds = ((int(np.count_nonzero(np.isnan(arr))), "NaN"), (int(np.count_nonzero(arr == np.inf)), "+inf"),
+             (int(np.count_nonzero(arr == -np.inf)), "-inf"))
+    said = ", ".join(f"{n:,} {what}" for n, what in kinds if n)
+    counted = f"{said} of {arr.size:,} values"
+    message = f"{err.message[:-1]}; in all {counted})" if err.message.endswith(")") else f"{err.message} ({counted})"
+    return QFormatsError(err.code, message, tensor=err.tensor, constraint=err.constraint, actual=err.actual,
+                         clause=err.clause, file=err.file)
 
 
 def _layer_findings(name: str, layer: Any, bits: int, group_size: int | None, declared: str | None, desc_act: bool,
@@ -65,20 +85,38 @@ def _layer_findings(name: str, layer: Any, bits: int, group_size: int | None, de
     return findings, summary
 
 
+# What each writer signature (GPTQ-8.5) means, for a reader of the finding.
+SIGNATURE_MEANING = {
+    "autogptq-or-bleed": "AutoGPTQ's OR-bleed: all-ones fields run to the top of their word, so the zero points "
+                         "above each zero point 0 were overwritten and are lost",
+    "masked or borrow": "no bleed: a masked writer or GPTQModel's word borrow, whose zero points 0 are recoverable "
+                        "by that writer's own reader",
+}
+
+
 def _underflow_finding(name: str, t: Mapping[str, np.ndarray], bits: int, group_size: int,
                        evidence: LabelEvidence) -> Finding:
-    """GPTQ-3.4: count all-ones v1 fields and what each real reader makes of them."""
+    """GPTQ-3.4: count this layer's all-ones v1 fields, name the writer signature, the readers' damage and the fix."""
     counts = reader_disagreements(t["qweight"], t["qzeros"], t["scales"], t["g_idx"], bits=bits,
                                   version="v1", group_size=group_size)
     # Marlin ignores qzeros and the legacy-int3 reader equals gptqmodel below 3 bits: neither adds news.
     relevant = {r: n for r, n in counts.items() if not READERS[r].fixed_zero and (r != "gptqmodel_legacy_int3" or bits == 3)}
     wrong = ", ".join(f"{reader} {n}" for reader, n in relevant.items() if n) or "none"
     writer = next((s for s in evidence.signatures if s != "all-ones-fields"), "masked or borrow")
+    if writer == "autogptq-or-bleed":
+        fix = ("requantize and save as checkpoint_format gptq_v2 (no reading restores the overwritten zero "
+               "points); qformats conformance checkpoint PATH says which weights each reader gets right")
+    else:
+        wrap = "gptqmodel" if bits == 3 else "autogptq_cuda_old"
+        fix = (f"qformats convert PATH --to gptq_v2 --reader gptqmodel -o OUT if GPTQModel wrote it, "
+               f"--reader {wrap} if a masked writer did (qformats conformance checkpoint PATH names the writer)")
+    fields = "field is" if evidence.all_ones_fields == 1 else "fields are"
     return finding("gptq.zero.v1_unrepresentable", "error",
-                   f"{evidence.all_ones_fields} v1 zero fields are all ones ({(1 << bits) - 1}), i.e. zero point 0, "
-                   f"which v1 cannot represent; writer signature: {writer}; weights decoded differently from the "
-                   f"intended zero 0 per reader: {wrong}", tensor=f"{name}.qzeros",
-                   count=evidence.all_ones_fields)
+                   f"in '{name}' {evidence.all_ones_fields} v1 zero {fields} all ones ({(1 << bits) - 1}), i.e. "
+                   f"zero point 0, which v1 cannot represent; writer signature (the byte pattern a known writer "
+                   f"leaves, GPTQ-8.5): {writer}, {SIGNATURE_MEANING.get(writer, writer)}; this layer's weights "
+                   f"that differ from the masked reading of zero 0, per reader: {wrong}\n"
+                   f"fix: {fix}", tensor=f"{name}.qzeros", count=evidence.all_ones_fields)
 
 
 def _bits_per_weight(dims: LayerDims, bits: int) -> float:

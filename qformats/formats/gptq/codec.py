@@ -140,6 +140,7 @@ def dequantize(layer: Any, *, bits: int, version: str, reader: str = SPEC_READER
         emulated = get_reader(reader)
         zeros = emulated.effective_zeros(t["qzeros"], bits, dims.out_features, version)
         g_idx = emulated.groups(g_idx, dims.in_features, dims.group_size).astype(np.intp)
+        checks.check_g_idx_range(g_idx, dims.n_groups)   # GPTQ-5.1: never gather past the stored groups
     return _decode(codes, zeros, t["scales"], g_idx)
 
 
@@ -164,16 +165,24 @@ def _decode(codes: np.ndarray, zeros: np.ndarray, scales: np.ndarray, g_idx: np.
     return q.T
 
 
-def convert(layer: Any, *, bits: int, to: str = "v2", group_size: int | None = None) -> GPTQLayer:
+def convert(layer: Any, *, bits: int, to: str = "v2", group_size: int | None = None,
+            reader: str | None = None) -> GPTQLayer:
     """Re-express the zero fields of a layer in the other version, field by field (GPTQ-7).
 
     v1 -> v2 adds 1 per field and rejects all-ones v1 fields (GPTQ-3.4); v2 -> v1 subtracts 1
     and refuses zero points of 0 with their count (GPTQ-7.2). Other tensors are untouched.
+
+    ``reader`` (v1 -> v2 only) stores instead the zero points that real reader uses (GPTQ-4.2), so
+    that the spec reading of the v2 layer equals that reader's decode of the v1 one: how a
+    GPTQModel-written v1 checkpoint keeps its zero points 0 (``reader="gptqmodel"``). Refused when
+    that reader's zero points do not fit the field, or it ignores a non-trivial g_idx.
     """
     target = check_version(to, "to")
     source: Version = "v1" if target == "v2" else "v2"
     dims, t = checks.checked_tensors(layer, bits, group_size)
     checks.check_g_idx(t["g_idx"], dims.n_groups, dims.group_size)
+    if reader is not None:
+        return _convert_as_read(t, dims, bits, target, reader)
     zeros = zeros_from_fields(bitpack.unpack(t["qzeros"], bits, axis=1), bits, source)
     if target == "v1" and (zeros == 0).any():
         count = int((zeros == 0).sum())
@@ -183,6 +192,26 @@ def convert(layer: Any, *, bits: int, to: str = "v2", group_size: int | None = N
     out = dict(t)
     out["qzeros"] = bitpack.pack(stored_fields(zeros, bits, target), bits, axis=1)
     return GPTQLayer(out, bits=bits, version=target, group_size=dims.group_size)
+
+
+def _convert_as_read(t: dict[str, np.ndarray], dims: Any, bits: int, target: str, reader: str) -> GPTQLayer:
+    emulated = get_reader(reader)
+    if target != "v2":
+        raise fail("argument.invalid", "reader", "given only to convert v1 to v2 (the zero points a reader "
+                   "uses are stored exactly only in v2)", reader)
+    zeros = emulated.effective_zeros(t["qzeros"], bits, dims.out_features, "v1")
+    bad = (zeros < 0) | (zeros > _maxq(bits))
+    if bad.any():
+        idx = [int(i) for i in np.argwhere(bad)[0]]
+        raise fail("gptq.quirk.unsupported", "qzeros", f"zero points in [0, {_maxq(bits)}] as {reader} reads them, "
+                   "to store them as v2", f"{int(bad.sum())} outside, first {int(zeros[tuple(idx)])} at {idx}")
+    rows = emulated.groups(t["g_idx"], dims.in_features, dims.group_size)
+    if not np.array_equal(rows, t["g_idx"]):
+        raise fail("gptq.quirk.unsupported", "g_idx", f"the k // group_size layout that {reader} assumes "
+                   "(it ignores g_idx)", "a non-trivial g_idx")
+    out = dict(t)
+    out["qzeros"] = bitpack.pack(zeros, bits, axis=1)
+    return GPTQLayer(out, bits=bits, version="v2", group_size=dims.group_size)
 
 
 def quantize(weight: Any, *, bits: int, group_size: int, sym: bool, version: str = "v1",

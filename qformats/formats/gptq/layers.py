@@ -11,14 +11,15 @@ from ...errors import QFormatsError, fail
 from ...findings import Finding, finding, from_error
 from ...layers import LayerGroup, Progress, load_layer, tick
 from .audit import layer_findings
-from .cases import logical_weight
-from .codec import dequantize
+from .checks import check_g_idx, check_qzeros, checked_tensors
+from .codec import _decode, dequantize
 from .evidence import label_evidence
 from .layout import BITS, GPTQConfig, ModuleParams, module_params, modules_params, parse_config
-from .quirks import READERS
+from .quirks import READERS, get_reader
+from .writers import PLAUSIBLE_ORDER, WRITERS, Meaning, WriterClaim, meaning, named_writer
 
 __all__ = ["ANCHOR", "SUFFIXES", "check", "decode", "require_config", "refuse_other_layout", "refuse_mislabelled",
-           "reader_rows", "READERS"]
+           "reader_rows", "writer_claim", "READERS"]
 
 ANCHOR = "qweight"
 SUFFIXES = ("qweight", "qzeros", "scales", "g_idx", "bias")
@@ -130,15 +131,19 @@ def _awq_shaped(t: dict[str, np.ndarray]) -> bool:
     return n > 0 and qweight.shape[1] != n and qweight.shape[1] * 32 % n == 0 and qweight.shape[1] * 32 // n in (2, 3, 4, 8)
 
 
-def decode(ckpt: Any, group: LayerGroup, *, source_version: str | None = None,
+def decode(ckpt: Any, group: LayerGroup, *, source_version: str | None = None, reader: str | None = None,
            **_other_formats_options: Any) -> tuple[np.ndarray, str]:
     """float32 (out, in) with the module's parameters after ``dynamic`` overrides (GPTQ-6.6).
 
     A layer whose zeros exactly contradict its label is refused unless ``source_version`` says
     what the zeros are (GPTQ-8.3): decoding with the wrong label shifts every zero point by one.
+    ``reader`` decodes as that real reader does (GPTQ-4.2), told the label (or ``source_version``).
     """
     p = module_params(require_config(ckpt), group.name)
     t = load_layer(ckpt, group)
+    checked_tensors(t, p.bits, p.group_size)       # every tensor named and checked before any is read
+    if reader is not None:
+        return _decode_as(t, p, source_version or p.version, reader)
     note = ""
     if source_version is None:
         refuse_mislabelled(group.name, t, p)
@@ -151,6 +156,16 @@ def decode(ckpt: Any, group: LayerGroup, *, source_version: str | None = None,
     return w, f"float32 (out, in), read as {version}{note}"
 
 
+def _decode_as(t: dict[str, np.ndarray], p: ModuleParams, version: str, reader: str) -> tuple[np.ndarray, str]:
+    emulated = get_reader(reader)
+    reason = emulated.why_not(p.bits, version, p.sym)
+    if reason is not None:
+        raise fail("gptq.quirk.unsupported", "reader", f"a reader that can read this layer ({reader}: "
+                   f"{emulated.description.split(';')[0]})", reason)
+    w = dequantize(t, bits=p.bits, version=version, reader=reader, group_size=p.group_size)
+    return w, f"float32 (out, in), as the {reader} emulation reads it told {version} (spec/gptq.md GPTQ-4.2)"
+
+
 def refuse_mislabelled(name: str, t: dict[str, np.ndarray], params: ModuleParams) -> None:
     """GPTQ-8.3: zeros that exactly contradict the label (symmetric layers) are refused, naming the fix."""
     evidence = label_evidence(t["qzeros"], params.bits, sym=params.sym)
@@ -160,52 +175,147 @@ def refuse_mislabelled(name: str, t: dict[str, np.ndarray], params: ModuleParams
                    "to relabel without changing them)", f"{evidence.verdict} fields: {evidence.detail}")
 
 
-def _intended(t: dict[str, np.ndarray], bits: int, version: str) -> np.ndarray:
-    """The weight the writer meant: Z = f (v2) or (f + 1) mod 2^b (v1), exactly ``s * (q - Z)``."""
+def writer_claim(ckpt: Any, layers: list[LayerGroup]) -> dict[str, Any]:
+    """Whose meaning the compatibility table judges against (GPTQ-4.1, GPTQ-8.5), JSON-ready:
+    the writer the config names, else the one a signature identifies, else every plausible one."""
+    claim, plausible = _resolve_writer(ckpt, layers)
+    return {"known": claim.writer is not None, "writer": claim.writer, "basis": claim.basis,
+            "detail": claim.detail, "plausible": list(plausible), "names": dict(WRITERS)}
+
+
+def _config_or_none(ckpt: Any) -> GPTQConfig | None:
+    try:
+        return parse_config(ckpt.config)[0] if ckpt.config is not None else None
+    except QFormatsError:
+        return None
+
+
+def _v1_qzeros(ckpt: Any, layers: list[LayerGroup]) -> list[tuple[str, np.ndarray, int]]:
+    """(name, checked qzeros, bits) of every v1-labelled layer whose qzeros can be read."""
+    config = _config_or_none(ckpt)
+    if config is None:
+        return []
+    out = []
+    params = modules_params(config, [g.name for g in layers])
+    for group in layers:
+        p = params[group.name]
+        if p.excluded_by or p.version != "v1" or "qzeros" not in group.tensors:
+            continue
+        try:
+            out.append((group.name, check_qzeros(np.asarray(ckpt.tensor(group.tensors["qzeros"])), p.bits), p.bits))
+        except QFormatsError:
+            continue
+    return out
+
+
+def _resolve_writer(ckpt: Any, layers: list[LayerGroup]) -> tuple[WriterClaim, tuple[str, ...]]:
+    """The checkpoint's writer claim and, when unknown, the writers its bytes do not rule out.
+
+    One writer wrote the whole checkpoint: AutoGPTQ is ruled out by any v1 layer whose words its
+    bleed cannot have produced, and a named AutoGPTQ so refuted makes the writer unknown.
+    """
+    claim = named_writer(_config_or_none(ckpt))
+    zeros = _v1_qzeros(ckpt, layers)
+    refuted = next((name for name, qz, b in zeros if not meaning(qz, b, qz.shape[1] * 32 // b, "autogptq").plausible),
+                   None)
+    if claim.writer == "autogptq" and refuted:
+        claim = WriterClaim(None, "unknown", f"{claim.detail} names AutoGPTQ, but the zeros of {refuted!r} are "
+                                             "not bytes its OR-bleed writes")
+    if claim.writer is not None:
+        return claim, (claim.writer,)
+    signatures = {s for _, qz, b in zeros for s in label_evidence(qz, b).signatures}
+    if "gptqmodel-legacy-int3" in signatures:
+        return WriterClaim("gptqmodel_legacy_int3", "signature", "GPTQModel 0.9.0 - 6.x 3-bit words "
+                                                                 "0x00000000 0xb6db6db7 0x49249249 (GPTQ-8.5)"), \
+            ("gptqmodel_legacy_int3",)
+    if "autogptq-or-bleed" in signatures and not refuted:
+        return WriterClaim("autogptq", "signature", "all-ones fields running to the top of their words, "
+                                                    "AutoGPTQ's OR-bleed (GPTQ-8.5)"), ("autogptq",)
+    return claim, tuple(w for w in PLAUSIBLE_ORDER if w != "autogptq" or not refuted)
+
+
+def _meant(t: dict[str, np.ndarray], bits: int, truth: str, writer: str) -> Meaning:
     n = t["scales"].shape[1]
-    fields = bitpack.unpack(t["qzeros"], bits, axis=1)[:, :n].astype(np.int64)
-    zeros = fields if version == "v2" else (fields + 1) & ((1 << bits) - 1)
-    codes = bitpack.unpack(t["qweight"], bits, axis=0)
-    return logical_weight(codes, zeros, t["scales"], t["g_idx"])
+    if truth == "v2":
+        return Meaning(bitpack.unpack(t["qzeros"], bits, axis=1, count=n).astype(np.int64), None)
+    return meaning(t["qzeros"], bits, n, writer)
 
 
-def _reader_row(name: str, t: dict[str, np.ndarray], p: ModuleParams) -> dict[str, Any] | None:
+def _judge(reader: str, got: np.ndarray, meant: np.ndarray, lost: np.ndarray | None) -> dict[str, Any]:
+    """One reader's status against the weights a writer meant; overwritten weights are not judged."""
+    differ = got != meant
+    lost_weights = int(np.count_nonzero(lost)) if lost is not None else 0
+    if lost is not None:
+        differ &= ~lost
+    wrong = int(np.count_nonzero(differ))
+    status = "wrong" if wrong else "unknowable" if lost_weights else "correct"
+    return {"status": status, "wrong_weights": wrong, "unknowable_weights": lost_weights}
+
+
+def _layer_rows(name: str, t: dict[str, np.ndarray], p: ModuleParams, writers: tuple[str, ...]) -> list[dict[str, Any]]:
+    """One row per distinct meaning the plausible writers give this layer's bytes."""
+    try:
+        dims, t = checked_tensors(t, p.bits, p.group_size)
+        check_g_idx(t["g_idx"], dims.n_groups, dims.group_size)
+    except QFormatsError as err:     # readers' behaviour on a malformed layer is not emulated
+        detail = f"the layer is malformed ({err.message} [{err.code}]); qformats validate reports it"
+        return [{"layer": name, "writers": list(writers), "declared": p.version, "zeros_say": None,
+                 "readers": {r: {"status": "not judged", "detail": detail} for r in READERS}}]
     evidence = label_evidence(t["qzeros"], p.bits, qweight=t["qweight"], g_idx=t["g_idx"], sym=p.sym)
     truth = evidence.verdict if evidence.verdict in ("v1", "v2") else p.version
-    try:
-        reference = _intended(t, p.bits, truth)
-    except QFormatsError:
-        return None                                  # structurally broken: the validator reports it
-    row: dict[str, Any] = {"layer": name, "declared": p.version, "zeros_say": truth, "readers": {}}
-    if "autogptq-or-bleed" in evidence.signatures:   # GPTQ-4.1: the meant zeros are gone
-        lost = {"status": "unknowable", "detail": "AutoGPTQ's OR-bleed overwrote the neighbours of its zero-0 "
-                                                  "fields; no reading recovers the meant weights"}
-        row["readers"] = {reader: dict(lost) for reader in READERS}
-        return row
-    for reader in READERS:
+    decoded = {r: _read(t, p, r) for r in READERS}
+    codes = bitpack.unpack(t["qweight"], p.bits, axis=0)
+    groups: list[tuple[list[str], Meaning]] = []
+    for writer in writers:
+        m = _meant(t, p.bits, truth, writer)
+        same = next((g for g in groups if np.array_equal(g[1].zeros, m.zeros) and _same_mask(g[1].lost, m.lost)), None)
+        if same is not None:
+            same[0].append(writer)
+        else:
+            groups.append(([writer], m))
+    rows = []
+    for names, m in groups:
+        meant = np.ascontiguousarray(_decode(codes, m.zeros, t["scales"], t["g_idx"].astype(np.intp)))
+        lost = None if m.lost is None or not m.lost.any() else np.ascontiguousarray(m.lost[t["g_idx"]].T)
+        readers = {r: got if isinstance(got, dict) else _judge(r, got, meant, lost) for r, got in decoded.items()}
+        rows.append({"layer": name, "writers": names if len(groups) > 1 or truth == "v1" else ["any"],
+                     "declared": p.version, "zeros_say": truth, "readers": readers})
+    return rows
+
+
+def _same_mask(a: np.ndarray | None, b: np.ndarray | None) -> bool:
+    a_any, b_any = a is not None and a.any(), b is not None and b.any()
+    return a_any == b_any and (not a_any or np.array_equal(a, b))
+
+
+def _read(t: dict[str, np.ndarray], p: ModuleParams, reader: str) -> np.ndarray | dict[str, Any]:
+    """What ``reader``, told the config's label, decodes; or why it cannot read the layer."""
+    reason = READERS[reader].why_not(p.bits, p.version, p.sym)
+    if reason is None:
         try:
-            got = np.ascontiguousarray(dequantize(t, bits=p.bits, version=p.version, reader=reader,
-                                                  group_size=p.group_size))
+            return np.ascontiguousarray(dequantize(t, bits=p.bits, version=p.version, reader=reader,
+                                                   group_size=p.group_size))
         except QFormatsError as err:
-            row["readers"][reader] = {"status": "cannot read", "detail": err.constraint or str(err)}
-            continue
-        wrong = int(np.count_nonzero(got != reference))
-        row["readers"][reader] = {"status": "wrong" if wrong else "correct", "wrong_weights": wrong}
-    return row
+            reason = f"{err.actual}: {err.constraint}" if err.code == "gptq.quirk.unsupported" else err.message
+    return {"status": "cannot read", "detail": reason}
 
 
 def reader_rows(ckpt: Any, layers: list[LayerGroup]) -> list[dict[str, Any]]:
-    """Per module: how every emulated real reader (GPTQ-4.2), told what the config says, decodes it,
-    against the weights the writer meant (``qformats conformance checkpoint``'s table)."""
-    if not layers or ckpt.config is None:
+    """Per module and writer meaning: how every emulated real reader (GPTQ-4.2), told what the config
+    says, decodes it against the weights the writer meant (``qformats conformance checkpoint``)."""
+    config = _config_or_none(ckpt)
+    if not layers or config is None:
         return []
-    params = modules_params(parse_config(ckpt.config)[0], [g.name for g in layers])
+    params = modules_params(config, [g.name for g in layers])
+    claim, plausible = _resolve_writer(ckpt, layers)
     rows = []
     for group in layers:
-        t = load_layer(ckpt, group)
-        if params[group.name].excluded_by or "g_idx" not in t:
+        p = params[group.name]
+        if p.excluded_by:
             continue
-        row = _reader_row(group.name, t, params[group.name])
-        if row is not None:
-            rows.append(row)
+        try:
+            t = load_layer(ckpt, group)
+        except QFormatsError:
+            continue                              # unreadable tensors: the validator reports them
+        rows += _layer_rows(group.name, t, p, plausible)
     return rows

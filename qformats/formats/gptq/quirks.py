@@ -189,8 +189,9 @@ class Reader:
     """One real consumer of GPTQ tensors: which widths and labels it reads and the zero it uses.
 
     ``rules`` maps a version label to the function of the stored words giving the zero Z that
-    the consumer subtracts; a label the tool cannot read is absent. ``fixed_zero`` readers
-    (Marlin) never look at qzeros and subtract ``2^(b-1)``.
+    the consumer subtracts; a label the tool cannot read is absent, and a tool that ignores the
+    label has the same rule under both. ``fixed_zero`` readers (Marlin) never look at qzeros and
+    subtract ``2^(b-1)``; ``sym_only`` readers are never selected for an asymmetric checkpoint.
     """
 
     spec_version: ClassVar[str] = SPEC_VERSION
@@ -201,21 +202,36 @@ class Reader:
     versions: frozenset[str]
     ignores_g_idx: bool = False
     fixed_zero: bool = False
+    sym_only: bool = False
     rules: Mapping[str, Callable[[np.ndarray, int, int], np.ndarray]] = field(
         default_factory=dict, repr=False, compare=False, hash=False)
 
     def supports(self, bits: int, version: str) -> bool:
         return int(bits) in self.bits and version in self.versions
 
+    def why_not(self, bits: int, version: str, sym: bool | None = None) -> str | None:
+        """Why this tool cannot read a layer of these parameters, as a phrase; None when it can.
+
+        ``sym`` is what the config says (None: unknown); a ``sym_only`` reader refuses only a
+        declared asymmetric layer (GPTQ-4.2: vLLM selects gptq_marlin only for ``sym: true``).
+        """
+        if int(bits) not in self.bits:
+            widths = " and ".join(f"{b}" for b in sorted(self.bits))
+            return f"{bits}-bit: it reads {widths}-bit layers only"
+        if version not in self.versions:
+            labels = " or ".join(LABELS[v] for v in sorted(self.versions))
+            return f"labelled {LABELS[version]}: it reads {labels} only"
+        if self.sym_only and sym is False:
+            return "asymmetric: it reads symmetric layers only"
+        return None
+
     def _check(self, bits: int, version: str) -> int:
         b = check_bits(bits)
         check_version(version)
-        if b not in self.bits:
-            raise fail("gptq.quirk.unsupported", "bits", f"one of {sorted(self.bits)} for reader "
-                       f"{self.name!r} ({self.description.split(';')[0]})", b)
-        if version not in self.versions:
-            raise fail("gptq.quirk.unsupported", "version", f"one of {sorted(self.versions)} for reader "
-                       f"{self.name!r} ({self.description.split(';')[0]})", version)
+        reason = self.why_not(b, version)
+        if reason is not None:
+            raise fail("gptq.quirk.unsupported", "bits" if b not in self.bits else "version",
+                       f"readable by {self.name!r} ({self.description.split(';')[0]})", reason)
         return b
 
     def effective_zeros(self, qzeros, bits: int, n: int, version: str) -> np.ndarray:
@@ -250,30 +266,45 @@ class Reader:
         return np.arange(k, dtype=np.int64) // gs
 
 
-def _reader(name, description, bits, rules, *, ignores_g_idx=False, fixed_zero=False, versions=None):
+# The checkpoint_format label as a user reads it in a config (GPTQ-6.3).
+LABELS = {"v1": "checkpoint_format gptq (v1)", "v2": "checkpoint_format gptq_v2 (v2)"}
+
+
+def _reader(name, description, bits, rules, *, ignores_g_idx=False, fixed_zero=False, sym_only=False,
+            versions=None):
     return Reader(name=name, description=description, bits=frozenset(bits),
                   versions=frozenset(versions if versions is not None else rules),
-                  ignores_g_idx=ignores_g_idx, fixed_zero=fixed_zero, rules=MappingProxyType(dict(rules)))
+                  ignores_g_idx=ignores_g_idx, fixed_zero=fixed_zero, sym_only=sym_only,
+                  rules=MappingProxyType(dict(rules)))
+
+
+def _label_blind(rule):
+    """AutoGPTQ 0.7.1 never reads checkpoint_format: its ``BaseQuantizeConfig.from_pretrained``
+    (auto_gptq/modeling/_base.py at tag v0.7.1, b8b41270) keeps only its dataclass fields and logs
+    "ignoring unknown parameter" for the rest, so a ``gptq_v2`` checkpoint is read with the v1
+    rule (GPTQ-4.2). Its unreleased successor (9f7d370, ``from_quant_config``) raises "Unknown
+    quantization format: gptq_v2" instead."""
+    return {"v1": rule, "v2": rule}
 
 
 READERS: Mapping[str, Reader] = MappingProxyType({r.name: r for r in (
     _reader("autogptq_cuda_old",
             "AutoGPTQ 0.7.1 qlinear_cuda_old.QuantLinear.forward, torch path; (f+1) & maxq at 2/4/8 bits, "
-            "f+1 at 3 bits; assumes g = k // group_size",
-            (2, 3, 4, 8), {"v1": _rule_cuda_old}, ignores_g_idx=True),
+            "f+1 at 3 bits; assumes g = k // group_size; ignores checkpoint_format",
+            (2, 3, 4, 8), _label_blind(_rule_cuda_old), ignores_g_idx=True),
     _reader("autogptq_cuda",
             "AutoGPTQ 0.7.1 qlinear_cuda.QuantLinear.forward, torch path (also triton, auto-round "
-            "torch_zp); (f & maxq) + 1, no wrap",
-            (2, 3, 4, 8), {"v1": _rule_plus_one}),
+            "torch_zp); (f & maxq) + 1, no wrap; ignores checkpoint_format",
+            (2, 3, 4, 8), _label_blind(_rule_plus_one)),
     _reader("autogptq_cuda_kernel",
             "AutoGPTQ 0.7.1 / 9f7d37072917 CUDA extension autogptq_cuda_kernel_256.cu (and _64); "
             "((f & mask) + 1) & 0x0f at every width "
-            "(8-bit bug: stored 127 reads as 0)",
-            (2, 3, 4, 8), {"v1": _rule_cuda_kernel}),
+            "(8-bit bug: stored 127 reads as 0); ignores checkpoint_format",
+            (2, 3, 4, 8), _label_blind(_rule_cuda_kernel)),
     _reader("exllama",
             "AutoGPTQ 0.7.1 / 9f7d37072917 exllama and exllamav2 extensions (q4_matmul.cu, "
-            "q_gemm_kernel_gptq.cuh); (f + 1) & 0x0f",
-            (4,), {"v1": _rule_wrap}),
+            "q_gemm_kernel_gptq.cuh); (f + 1) & 0x0f; ignores checkpoint_format (AutoGPTQ 0.7.1 loader)",
+            (4,), _label_blind(_rule_wrap)),
     _reader("vllm_gptq_gemm",
             "vLLM >= 0.12 csrc/quantization/gptq/q_gemm.cu gptq_gemm; f + zero_offset "
             "(1 for gptq, 0 for gptq_v2, PR #26092), no wrap",
@@ -289,7 +320,7 @@ READERS: Mapping[str, Reader] = MappingProxyType({r.name: r for r in (
     _reader("marlin",
             "vLLM gptq_marlin (<= 0.2x) and auto_gptq (0.33), GPTQModel Marlin; qzeros ignored, "
             "zero fixed at 2^(b-1); sym 4/8-bit only",
-            (4, 8), {}, fixed_zero=True, versions=("v1", "v2")),
+            (4, 8), {}, fixed_zero=True, sym_only=True, versions=("v1", "v2")),
 )})
 
 

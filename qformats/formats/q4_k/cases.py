@@ -10,9 +10,13 @@ bytes with ``d`` / ``dmin`` forced into one class each::
     negative           negative normals                     Q4K-5.4: negative scales are valid
     max                +-65504                              Q4K-3.2
     zero_scale_codes   finite d, sc = 0 with codes != 0     Q4K-5.5
-    nonfinite          inf / -inf / NaN (informative)       Q4K-3.3
+    nonfinite          inf / -inf / NaN (non-conforming)    Q4K-5.4
 
-plus an n = 4096 case of non-negative weights (dmin = 0) for long matmul sums. Encoder cases
+plus an n = 4096 case of non-negative weights (dmin = 0) for long matmul sums, blocks whose decode holds
+-0.0 (negative and -0 ``d`` over codes 0 with ``m = 0``: ``-0 - +0``, spec/kernels.md KC-2.4), and one
+non-conforming input per MUST-reject rule (Q4K-5.1 to 5.4; the validating level, KC-4.2). Non-finite
+scales are non-conforming: a decoder may reject them or evaluate Q4K-3.1 on them, the reading llama.cpp
+follows (:func:`readings`). Encoder cases
 (``quantize``) are float32 rows of the shapes llama.cpp's golden categories name; the reference
 bytes (``quantize_row_q4_K_ref``) are the byte-identity level, valid blocks the conformance level.
 """
@@ -30,7 +34,7 @@ from .checks import check_blocks
 from .codec import dequantize, pack_scales, quantize
 from .layout import BLOCK_BYTES, QK_K, SCALES_OFFSET
 
-__all__ = ["cases", "reference", "judge_quantize", "FORMATS"]
+__all__ = ["cases", "reference", "judge_quantize", "readings", "misreadings", "FORMATS"]
 
 FORMATS = ("q4_k",)
 ROWS, N = 2, 512
@@ -74,17 +78,20 @@ def _blocks(case_id: str, d_class: str, rows: int = ROWS, n: int = N) -> np.ndar
 
 
 D_CLASSES = {"random_bits": "Q4K-5.5", "subnormal": "Q4K-3.2", "zero": "Q4K-3.2", "negative": "Q4K-5.4",
-             "max": "Q4K-3.2", "zero_scale_codes": "Q4K-5.5", "nonfinite": "Q4K-3.3"}
+             "max": "Q4K-3.2", "zero_scale_codes": "Q4K-5.5", "nonfinite": "Q4K-5.4"}
 
 
 def _read_cases() -> Iterator[Case]:
     for d_class, clause in D_CLASSES.items():
         for seed in range(2):
             case_id = f"q4_k/read/{d_class}_{seed}"
+            nonfinite = d_class == "nonfinite"
             yield Case(id=case_id, format="q4_k", ops=("dequantize", "matmul"),
                        inputs={"blocks": _blocks(case_id, d_class)}, params={"rows": ROWS, "n": N},
-                       clauses=("Q4K-1.4", "Q4K-1.5", "Q4K-3.1", clause), features=(f"d:{d_class}",),
-                       expect="informative" if d_class == "nonfinite" else "values")
+                       clauses=("Q4K-5.4", "Q4K-3.3", "Q4K-3.1") if nonfinite else (clause, "Q4K-3.1", "Q4K-1.4", "Q4K-1.5"),
+                       features=(f"d:{d_class}",), expect="reject" if nonfinite else "values",
+                       description="non-conforming: inf/NaN d or dmin (Q4K-5.4)" if nonfinite else "")
+    yield _signed_zero_case()
     rng = _rng("q4_k/accumulation")
     blocks = _blocks("q4_k/accumulation", "random_bits", rows=8, n=4096).reshape(-1, BLOCK_BYTES)
     blocks[:, 0:2] = _fp16_bytes(rng.uniform(2.0 ** -12, 2.0 ** -8, blocks.shape[0]).astype(np.float16))
@@ -92,6 +99,49 @@ def _read_cases() -> Iterator[Case]:
     yield Case(id="q4_k/read/n4096_nonnegative", format="q4_k", ops=("matmul",),
                inputs={"blocks": blocks.reshape(8, -1)}, params={"rows": 8, "n": 4096},
                clauses=("Q4K-3.1", "QF-4.6"), features=("d:random_bits", "x:nonnegative", "k:4096"))
+
+
+def _signed_zero_case() -> Case:
+    """Negative and -0 ``d`` over sub-blocks 0 and 2 whose codes are 0 and whose m is 0: ``dj * 0`` is -0.0
+    and ``mj = +0``, so ``y = -0 - +0`` is -0.0 (KC-2.4); a decoder adding a zero matrix flips it."""
+    case_id = "q4_k/read/signed_zeros_negative_d"
+    rng = _rng(case_id)
+    blk = _blocks(case_id, "negative").reshape(-1, BLOCK_BYTES)
+    nb = blk.shape[0]
+    blk[::2, 0:2] = _fp16_bytes(np.full(nb // 2, -0.0, np.float16))
+    sc, m = rng.integers(1, 64, (nb, 8), dtype=np.uint8), rng.integers(0, 64, (nb, 8), dtype=np.uint8)
+    m[:, [0, 2, 4]] = 0
+    blk[:, SCALES_OFFSET:SCALES_OFFSET + 12] = pack_scales(sc, m)
+    qs = blk[:, SCALES_OFFSET + 12:].reshape(nb, 4, 32)
+    qs[:, 0:2] &= 0xF0                          # low nibbles of chunks 0 and 1: sub-blocks 0 and 2 all code 0
+    return Case(id=case_id, format="q4_k", ops=("dequantize",), inputs={"blocks": blk.reshape(ROWS, -1)},
+                params={"rows": ROWS, "n": N}, clauses=("KC-2.4", "Q4K-3.1", "Q4K-3.2"),
+                features=("d:negative", "zeros:signed"))
+
+
+# (name, clause, description): one non-conforming input per MUST-reject rule of Q4K-5 (KC-4.2)
+INVALID = (
+    ("blocks_int8", "Q4K-5.1", "blocks as int8, not uint8"),
+    ("row_bytes", "Q4K-5.2", "rows of 288 bytes for n = 256 (two blocks where one is due)"),
+    ("n_not_multiple", "Q4K-5.3", "n = 320, not a multiple of 256"),
+)
+
+
+def _invalid_cases() -> Iterator[Case]:
+    for name, clause, description in INVALID:
+        blocks = _blocks(f"q4_k/invalid/{name}", "random_bits")
+        rows, n = ROWS, N
+        if name == "blocks_int8":
+            blocks = blocks.view(np.int8)
+        elif name == "row_bytes":
+            n = 256
+        else:
+            n = 320
+        yield Case(id=f"q4_k/read/invalid/{name}", format="q4_k", ops=("dequantize", "matmul"),
+                   inputs={"blocks": blocks}, params={"rows": rows, "n": n}, clauses=(clause, "KC-4.2"),
+                   features=("input:nonconforming",), expect="reject",
+                   aux={"nominal_shape": np.array([rows, n], np.int64)},
+                   description=f"non-conforming: {description} ({clause})")
 
 
 # Encoder inputs, after the golden set's categories (fixtures/third_party/llama.cpp/q4_k).
@@ -133,6 +183,7 @@ def _quantize_cases() -> Iterator[Case]:
 def cases() -> Iterator[Case]:
     """Every reference-made q4_K case, in a fixed order."""
     yield from _read_cases()
+    yield from _invalid_cases()
     yield from _quantize_cases()
 
 
@@ -153,3 +204,42 @@ def judge_quantize(case: Case, op: str, arrays: dict[str, np.ndarray], kind: str
     return judge_blocks(case, arrays, kind, reference(case),
                         check=lambda b: check_blocks(b, tensor="blocks", finite=True), decode=dequantize,
                         equivalent="quantize_row_q4_K_ref (reference-equivalent, Q4K-6.2)", conforming="Q4K-6.3")
+
+
+# -- named readings and known misreadings (spec/kernels.md KC-4.5, KC-5) -------------------------------
+
+
+def readings(case: Case) -> tuple[str, str, dict[str, tuple[str, np.ndarray]]] | None:
+    """Blocks with inf/NaN ``d`` or ``dmin`` (Q4K-5.4): a decoder may reject them or evaluate Q4K-3.1 on
+    them, as llama.cpp's ``dequantize_row_q4_K`` does (Q4K-3.3)."""
+    if "d:nonfinite" not in case.features or "quantize" in case.ops:
+        return None
+    return "nonfinite_scales", "Q4K-5.4", {"evaluation": ("Q4K-3.1 evaluated as written, inf * 0 = NaN included, "
+                                                          "as ggml's dequantize_row_q4_K (Q4K-3.3)", reference(case))}
+
+
+def _decode_with(blocks: np.ndarray, *, plus_min: bool = False, pairs: bool = False) -> np.ndarray:
+    from .codec import unpack_codes, unpack_scales
+
+    blk = blocks.reshape(-1, BLOCK_BYTES)
+    d = np.ascontiguousarray(blk[:, 0:4]).view("<f2").astype(np.float32)
+    sc, m = unpack_scales(blk[:, SCALES_OFFSET:SCALES_OFFSET + 12])
+    qs = blk[:, SCALES_OFFSET + 12:]
+    if pairs:                                   # consecutive nibbles (q4_0's order), not 32-byte chunks
+        q = np.stack([qs & 15, qs >> 4], axis=-1).reshape(-1, QK_K)
+    else:
+        q = unpack_codes(qs).reshape(-1, QK_K)
+    dj = np.repeat(d[:, 0:1] * sc.astype(np.float32), 32, axis=1)
+    mj = np.repeat(d[:, 1:2] * m.astype(np.float32), 32, axis=1)
+    with np.errstate(invalid="ignore", over="ignore"):
+        y = dj * q.astype(np.float32) + (mj if plus_min else -mj)
+    return y.reshape(blocks.shape[0], -1)
+
+
+def misreadings(case: Case) -> Iterator[tuple[str, str, np.ndarray]]:
+    """(clause, what the subject did, W) of known wrong q4_K decodes (KC-5)."""
+    if case.expect != "values" or "quantize" in case.ops:
+        return
+    blocks = case.inputs["blocks"]
+    yield "Q4K-3.1", "q * scale + min, the min's sign flipped (torchao's prototype 'GGUF Q4_K')", _decode_with(blocks, plus_min=True)
+    yield "Q4K-1.5", "codes read as consecutive nibble pairs (q4_0's order), not 32-byte chunks", _decode_with(blocks, pairs=True)

@@ -1,0 +1,373 @@
+"""The results page: one self-contained HTML file (inline CSS and JS, no server, no network) laying one or
+more conformance runs side by side (issue #21; the wpt.fyi / test262.report pattern).
+
+    page(runs) -> str        # runs: documents of `qformats conformance kernel ... --json`
+
+Sections: the matrix (subjects as columns; format / op groups as rows, each with its feature rows;
+pass / total per cell; a click on a cell lists its cases, failing ones first, with the clause each is
+attributed to and the first mismatch with both values), the cases that fail in exactly one subject,
+declared expected failures with their reasons, conformance levels where the runs report them, clause
+coverage (with the normative clauses no case exercises) and the provenance of every run. The tables
+are rendered here, so the page reads without JavaScript; the script adds the filters and drill-downs,
+reading the cases from a JSON block in the page.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from datetime import datetime, timezone
+from html import escape
+from typing import Any
+
+from .clauses import Clause
+from .matrix import FAILING, Matrix, Row, case_tags, primary_clause
+
+__all__ = ["page"]
+
+
+def _e(value: Any) -> str:
+    return escape("" if value is None else str(value), quote=True)
+
+
+def _anchor(clause: str | None) -> str:
+    return f'<a class="clause" href="#clause-{_e(clause)}">{_e(clause)}</a>' if clause else ""
+
+
+def _script_json(data: Any) -> str:
+    """JSON that cannot end its <script> element early."""
+    text = json.dumps(data, separators=(",", ":"), ensure_ascii=False)
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+# -- header and provenance ---------------------------------------------------------------------------
+
+def _distinct(runs: list[dict], key: str, field: str) -> list[str]:
+    return sorted({str((d.get(key) or {}).get(field)) for d in runs if (d.get(key) or {}).get(field) is not None})
+
+
+def _header(m: Matrix, generated: str) -> str:
+    runs = m.runs
+    versions, manifests = _distinct(runs, "suite", "version"), _distinct(runs, "suite", "manifest_sha256")
+    commits = sorted({f"{(d.get('suite') or {}).get('commit', '')[:12]}{' (modified)' if (d.get('suite') or {}).get('dirty') else ''}"
+                      for d in runs if (d.get("suite") or {}).get("commit")})
+    suite = f"qformats {', '.join(versions) or '(version not recorded)'}"
+    spec = _distinct(runs, "suite", "spec_version")
+    parts = [f"{len(runs)} run{'s' if len(runs) != 1 else ''} of {len(m.subjects)} subject{'s' if len(m.subjects) != 1 else ''}",
+             f"suite {_e(suite)}" + (f" (spec {_e(', '.join(spec))})" if spec else ""),
+             f"commit {_e(', '.join(commits))}" if commits else "",
+             f"case manifest sha256 <code>{_e(', '.join(x[:16] for x in manifests))}</code>" if manifests else "",
+             f"page written {_e(generated)}"]
+    warn = ""
+    if len(versions) > 1 or len(manifests) > 1:
+        warn = ('<p class="warn">These runs were made with different suite versions or case manifests: '
+                'compare their cells with care (each run\'s digests are under <a href="#subjects">Runs</a>).</p>')
+    nav = " · ".join(f'<a href="#{k}">{v}</a>' for k, v in (("matrix", "Matrix"), ("single", "Fails in one subject"),
+                                                         ("xfail", "Expected failures"), ("levels", "Levels"),
+                                                         ("coverage", "Clause coverage"), ("subjects", "Runs")))
+    return (f'<header><h1>qformats conformance results</h1><p class="meta">{" · ".join(p for p in parts if p)}</p>'
+            f"{warn}<nav>{nav}</nav></header>")
+
+
+# -- the matrix --------------------------------------------------------------------------------------
+
+def _cell(m: Matrix, row: Row, s: int, subject: str) -> str:
+    cell = m.cell(row, subject)
+    if cell.state == "none":
+        return '<td class="cell none" title="not run">—</td>'
+    counts = ", ".join(f"{n} {k}" for k, n in cell.counts.items() if n)
+    marks = "".join(f'<span class="mark {k}" title="{cell.counts[k]} {k}">{sym}</span>'
+                    for k, sym in (("warning", "!"), ("expected-failure", "x"), ("not-applicable", "–")) if cell.counts[k])
+    return (f'<td class="cell {cell.state}"><button type="button" class="open" data-row="{_e(row.key)}" '
+            f'data-subject="{s}" title="{_e(subject)}: {_e(counts)}">{cell.counts["pass"]}/{cell.total}</button>{marks}</td>')
+
+
+def _row(m: Matrix, row: Row, feature: bool) -> str:
+    failing = any(m.cell(row, s).failing for s in m.subjects)
+    cells = "".join(_cell(m, row, i, s) for i, s in enumerate(m.subjects))
+    if feature:
+        head = f'<th class="feature-name">{_e(row.feature)}</th>'
+        attrs = f'class="feature" data-parent="{_e(Row(row.format, row.op).key)}" hidden'
+    else:
+        head = (f'<th><button type="button" class="expand" aria-expanded="false" data-row="{_e(row.key)}" '
+                f'title="feature rows">▸</button> {_e(row.label)}</th>')
+        attrs = 'class="group"'
+    return (f'<tr {attrs} data-row="{_e(row.key)}" data-text="{_e(row.key)}" data-failing="{int(failing)}">'
+            f"{head}{cells}</tr>")
+
+
+def _matrix(m: Matrix) -> str:
+    heads = "".join(f'<th class="subject" scope="col">{_e(s)}</th>' for s in m.subjects)
+    rows = []
+    for group in m.groups:
+        rows.append(_row(m, group, False))
+        rows += [_row(m, f, True) for f in m.features.get(group, [])]
+    return f"""<section id="matrix"><h2>Matrix</h2>
+<p class="help">Each cell: cases passed / cases run, for one subject (column) and one case group (row: format and
+op; ▸ opens the group's feature rows). Red: a case failed or errored; marks: <span class="mark warning">!</span>
+warnings, <span class="mark expected-failure">x</span> declared expected failures, <span class="mark not-applicable">–</span>
+not applicable. Click a cell for its cases.</p>
+<div class="controls"><label>Filter rows <input id="filter" type="search" placeholder="gptq_v1, q4_k/quantize, bits:3"></label>
+<label><input type="checkbox" id="only-failing"> only rows with a failure</label>
+<label><input type="checkbox" id="all-features"> all feature rows</label></div>
+<div class="scroll"><table id="grid"><thead><tr><th scope="col">case group</th>{heads}</tr></thead>
+<tbody>{"".join(rows)}</tbody></table></div>
+<div id="drill" hidden><div class="drill-head"><h3 id="drill-title"></h3><button type="button" id="drill-close">close</button></div>
+<p id="drill-summary"></p><table id="drill-table"><thead><tr><th>status</th><th>case</th><th>clause</th><th>also cites</th>
+<th>detail</th></tr></thead><tbody></tbody></table></div></section>"""
+
+
+# -- the other views ---------------------------------------------------------------------------------
+
+def _single(m: Matrix) -> str:
+    rows = m.single_failures()
+    if not rows:
+        body = "<p>No case fails in exactly one subject (of the cases two subjects or more ran).</p>"
+    else:
+        options = "".join(f'<option value="{_e(s)}">{_e(s)}</option>' for s in dict.fromkeys(r["subject"] for r in rows))
+        trs = "".join(
+            f'<tr data-subject="{_e(r["subject"])}"><td>{_e(r["subject"])}</td><td>{_e(r["format"])} · {_e(r["op"])}</td>'
+            f'<td class="status {_e(r["case"]["status"])}">{_e(r["case"]["status"])}</td><td><code>{_e(r["case"]["id"])}</code></td>'
+            f'<td>{_anchor(primary_clause(r["case"]))}</td><td class="detail">{_e(r["case"].get("detail"))}</td>'
+            f'<td>{_e(", ".join(f"{s}: {st}" for s, st in r["others"].items()))}</td></tr>' for r in rows)
+        body = (f'<div class="controls"><label>Subject <select id="single-subject"><option value="">all</option>{options}'
+                f'</select></label> <span id="single-count">{len(rows)} cases</span></div>'
+                f'<table id="single-table"><thead><tr><th>fails in</th><th>group</th><th>status</th><th>case</th><th>clause</th>'
+                f"<th>detail</th><th>the others</th></tr></thead><tbody>{trs}</tbody></table>")
+    return (f'<section id="single"><h2>Fails in exactly one subject</h2><p class="help">Cases that two subjects or '
+            f"more ran, that fail or error in one of them and pass in another: what sets that subject apart.</p>{body}</section>")
+
+
+def _xfail(m: Matrix) -> str:
+    rows = m.expected_failures()
+    if not rows:
+        return '<section id="xfail"><h2>Declared expected failures</h2><p>None of these runs declares one.</p></section>'
+    trs = "".join(
+        f'<tr><td>{_e(r["subject"])}</td><td>{_e(r["format"])} · {_e(r["op"])}</td><td><code>{_e(r["pattern"])}</code></td>'
+        f'<td>{_e(r["reason"])}</td><td>{len(r["held"])}</td><td>{len(r["passed"])}</td>'
+        f'<td class="detail">{"<br>".join(_e(c["id"]) for c in r["held"][:20])}{" …" if len(r["held"]) > 20 else ""}</td></tr>'
+        for r in rows)
+    return (f'<section id="xfail"><h2>Declared expected failures</h2><p class="help">What each subject file declares '
+            f"as a known failure, with its mandatory reason; <em>still failing</em>: the cases it covered in the run; "
+            f"<em>passed anyway</em>: the entry can go.</p><table><thead><tr><th>subject</th><th>group</th><th>cases</th>"
+            f"<th>reason</th><th>still failing</th><th>passed anyway</th><th>case ids</th></tr></thead><tbody>{trs}</tbody>"
+            f"</table></section>")
+
+
+def _words(value: Any) -> str:
+    if isinstance(value, dict):
+        return "; ".join(f"{k}: {_words(v)}" for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return ", ".join(_words(v) for v in value)
+    return "" if value is None else str(value)
+
+
+def _levels(m: Matrix) -> str:
+    rows = m.levels()
+    if not rows:
+        return ('<section id="levels"><h2>Conformance levels</h2><p>These runs do not report a level.</p></section>')
+    trs = "".join(f'<tr><td>{_e(r["subject"])}</td><td>{_e(r["format"])} · {_e(r["op"])}</td><td>{_e(r.get("claimed"))}</td>'
+                  f'<td class="level">{_e(r.get("reached"))}</td><td>{_e(_words(r.get("readings")))}</td>'
+                  f'<td class="detail">{_e(_words(r.get("unenforced")))}</td></tr>' for r in rows)
+    return (f'<section id="levels"><h2>Conformance levels</h2><p class="help">The level each run claimed and reached, '
+            f"the named readings the subject follows on non-conforming input, and the rejection rules it does not "
+            f"enforce. A decoder-level pass says nothing about validation.</p><table><thead><tr><th>subject</th>"
+            f"<th>group</th><th>claimed</th><th>reached</th><th>readings</th><th>not enforced</th></tr></thead>"
+            f"<tbody>{trs}</tbody></table></section>")
+
+
+def _coverage(m: Matrix, clauses: list[Clause] | None) -> str:
+    cov = m.coverage(clauses)
+    trs = "".join(
+        f'<tr id="clause-{_e(r["clause"])}"><th scope="row"><code>{_e(r["clause"])}</code></th><td>{_e(r["title"])}</td>'
+        f'<td>{_e(r["chapter"])}</td><td>{r["cases"]}</td><td>{r["pass"]}</td>'
+        f'<td class="{"bad" if r["failing"] else ""}">{r["failing"]}</td><td>{r["attributed"]}</td>'
+        f'<td><button type="button" class="clause-cases" data-clause="{_e(r["clause"])}">cases</button></td></tr>'
+        for r in cov["exercised"])
+    if not cov["spec_available"]:
+        missing = "<p>spec/ is not beside this installation: the clauses no case exercises cannot be listed.</p>"
+    else:
+        by_chapter: dict[str, list[Clause]] = {}
+        for c in cov["unexercised"]:
+            by_chapter.setdefault(c.chapter, []).append(c)
+        blocks = "".join(
+            f'<details class="uncovered"><summary>spec/{_e(ch)}: {len(cs)}</summary><ul>'
+            + "".join(f"<li><code>{_e(c.id)}</code> {_e(c.title)}</li>" for c in cs) + "</ul></details>"
+            for ch, cs in by_chapter.items())
+        section = ", ".join(c.id for c in cov["by_section"])
+        missing = (f'<h3 id="unexercised">Normative clauses no case exercises: {len(cov["unexercised"])} of '
+                   f'{cov["normative"]}</h3><p class="help">Neither cited by a case of these runs nor inside a cited section '
+                   f"(container and checkpoint clauses are exercised by <code>qformats validate</code>'s tests, not by "
+                   f"kernel cases).</p>{blocks}"
+                   + (f'<p class="help">Exercised only through the section that holds them: {_e(section)}.</p>' if section else ""))
+    return (f'<section id="coverage"><h2>Clause coverage</h2><p class="help">Every clause the cases of these runs cite: '
+            f"distinct cases, results that passed and failed, and failures attributed to it (its primary clause). "
+            f'"cases" lists them.</p><table id="coverage-table"><thead><tr><th>clause</th><th>title</th><th>chapter</th>'
+            f"<th>cases</th><th>passed</th><th>failing</th><th>attributed failures</th><th></th></tr></thead>"
+            f"<tbody>{trs}</tbody></table>{missing}</section>")
+
+
+def _provenance(m: Matrix) -> str:
+    trs = []
+    for i, d in enumerate(m.runs):
+        suite, info, env = d.get("suite") or {}, d.get("subject_info") or {}, d.get("environment") or {}
+        device = env.get("device") or {}
+        pkg = info.get("package") or {}
+        counts = Counter(c["status"] for c in d["cases"])
+        trs.append(
+            f'<tr><td>{_e(m.labels[i])}</td><td><code>{_e(d["subject"])}</code></td><td>{_e(d["format"])} · {_e(d["op"])}</td>'
+            f'<td>{counts["pass"]}/{len(d["cases"])}</td><td>{_e(" ".join(filter(None, [pkg.get("name"), pkg.get("version")])))}</td>'
+            f'<td>{_e(env.get("platform"))}</td><td>{_e(env.get("python"))}</td><td>{_e(env.get("numpy"))}</td>'
+            f'<td>{_e(env.get("torch") or "—")}</td><td>{_e(" ".join(filter(None, [device.get("arrays"), device.get("kind"), device.get("name")])))}</td>'
+            f'<td>{_e(suite.get("version"))}</td><td><code title="{_e(suite.get("cases_sha256"))}">{_e((suite.get("cases_sha256") or "")[:12])}</code></td>'
+            f'<td>{_e(env.get("finished"))}</td></tr>')
+    return (f'<section id="subjects"><h2>Runs</h2><p class="help">Each run as recorded: the entry point, the package '
+            f"that provides it, the platform, the versions and device it ran with, the suite version and the sha256 "
+            f"of its cases' bytes.</p><div class=\"scroll\"><table><thead><tr><th>subject</th><th>entry</th><th>group</th>"
+            f"<th>passed</th><th>package</th><th>platform</th><th>Python</th><th>numpy</th><th>torch</th><th>device</th>"
+            f"<th>suite</th><th>cases sha256</th><th>finished</th></tr></thead><tbody>{''.join(trs)}</tbody></table></div></section>")
+
+
+# -- the page ----------------------------------------------------------------------------------------
+
+def _data(m: Matrix, clauses: list[Clause] | None) -> dict[str, Any]:
+    """What the script needs: every case row once, with its tags; titles of the clauses cited."""
+    runs = []
+    for i, d in enumerate(m.runs):
+        runs.append({"s": m.subjects.index(m.labels[i]), "g": Row(d["format"], d["op"]).key,
+                     "c": [[c["id"], c["status"], primary_clause(c) or "", [x for x in c.get("clauses") or []],
+                            c.get("detail", ""), case_tags(d, c["id"])] for c in d["cases"]]})
+    return {"subjects": m.subjects, "runs": runs}
+
+
+def page(runs: list[dict[str, Any]], *, clauses: list[Clause] | None = None, generated: str | None = None) -> str:
+    """The results page of ``runs``; ``clauses`` defaults to the spec's (conformance/clauses.py)."""
+    m = Matrix(runs)
+    generated = generated or datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    body = "".join([_header(m, generated), "<main>", _matrix(m), _single(m), _xfail(m), _levels(m),
+                    _coverage(m, clauses), _provenance(m), "</main>"])
+    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><meta name="viewport" '
+            f'content="width=device-width, initial-scale=1"><title>qformats conformance: {_e(", ".join(m.subjects))[:200]}</title>'
+            f"<style>{CSS}</style></head><body>{body}"
+            f'<script type="application/json" id="runs-data">{_script_json(_data(m, clauses))}</script>'
+            f"<script>{JS}</script></body></html>\n")
+
+
+CSS = """
+:root{--ok:#d7f0dc;--bad:#f8d0d0;--na:#e4e8f0;--none:#f4f4f4;--line:#d0d4da;--ink:#1d232b;--dim:#5b6470;--hi:#fff3b0}
+*{box-sizing:border-box}body{margin:0;font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:var(--ink)}
+header{padding:14px 24px;background:#24303f;color:#fff}header h1{margin:0 0 4px;font-size:20px}
+header .meta{margin:0;color:#c9d3df}header nav{margin-top:6px}header a{color:#9fd0ff}header code{color:#fff}
+main{padding:8px 24px 40px}h2{margin:26px 0 6px;font-size:17px;border-bottom:1px solid var(--line)}
+.help{color:var(--dim);margin:4px 0 8px;max-width:70em}.warn{background:#fff1c2;color:#5a4300;padding:6px 10px}
+.controls{display:flex;gap:18px;align-items:center;margin:8px 0;flex-wrap:wrap}
+input[type=search]{width:22em;padding:4px 6px}.scroll{overflow:auto;max-height:70vh}
+table{border-collapse:collapse;margin:4px 0}th,td{border:1px solid var(--line);padding:3px 7px;text-align:left;vertical-align:top}
+thead th{position:sticky;top:0;background:#eef1f5;z-index:1}#grid th.subject{max-width:12em;font-weight:600;overflow-wrap:anywhere}
+#grid tbody th{white-space:nowrap;font-weight:500;background:#fafbfc}#grid tr.feature th{padding-left:2.2em;color:var(--dim)}
+td.cell{text-align:center;white-space:nowrap;min-width:6em}td.cell.ok{background:var(--ok)}td.cell.bad{background:var(--bad)}
+td.cell.na{background:var(--na)}td.cell.none{background:var(--none);color:#aaa}
+td.cell button.open{font:inherit;border:0;background:none;cursor:pointer;padding:0 2px;text-decoration:underline dotted}
+td.cell.bad button.open{font-weight:700;color:#8a0c0c}td.cell.selected{outline:3px solid #2b6cb0;outline-offset:-3px}
+.mark{display:inline-block;margin-left:4px;padding:0 4px;border-radius:3px;font-size:11px;font-weight:700}
+.mark.warning{background:#ffe08a}.mark.expected-failure{background:#cfc4f2}.mark.not-applicable{background:#cdd5e0}
+button.expand{border:0;background:none;cursor:pointer;width:1.4em;font-size:12px}
+#drill{margin:12px 0;padding:8px 12px;border:2px solid #2b6cb0;background:#f7fbff}
+.drill-head{display:flex;justify-content:space-between;align-items:center}.drill-head h3{margin:4px 0}
+td.status{font-weight:600;white-space:nowrap}.status.fail,.status.error{color:#a40d0d}.status.pass{color:#126b2a}
+.status.warning{color:#8a5a00}.status.expected-failure{color:#5a3fa8}.status.not-applicable{color:var(--dim)}
+td.detail{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:12px;max-width:60em;word-break:break-word}
+#drill-table td.detail{min-width:34em}#drill-table td code{font-size:12px;overflow-wrap:anywhere}
+td.bad{background:var(--bad)}tr:target,tr.hilite{background:var(--hi)!important}tr:target th,tr:target td{background:var(--hi)}
+a.clause{font-family:ui-monospace,Menlo,Consolas,monospace;white-space:nowrap}details.uncovered{margin:3px 0}details.uncovered ul{margin:4px 0 8px;columns:2}
+"""
+
+JS = r"""
+(function(){
+'use strict';
+const DATA = JSON.parse(document.getElementById('runs-data').textContent);
+const $ = (s, r) => (r || document).querySelector(s), $$ = (s, r) => Array.from((r || document).querySelectorAll(s));
+const ORDER = {'fail':0,'error':1,'warning':2,'expected-failure':3,'not-applicable':4,'pass':5};
+function el(tag, cls, text){const e=document.createElement(tag); if(cls) e.className=cls; if(text!==undefined) e.textContent=text; return e;}
+function clauseLink(c){if(!c) return el('span'); const a=el('a','clause',c); a.href='#clause-'+c; return a;}
+
+/* -- filters ------------------------------------------------------------------------------ */
+const openGroups = new Set();
+function matches(tr, q){ return !q || tr.dataset.text.toLowerCase().includes(q); }
+function featureName(tr){ return tr.dataset.text.toLowerCase().split('/').slice(2).join('/'); }
+function applyFilters(){
+  const q = $('#filter').value.trim().toLowerCase(), failing = $('#only-failing').checked, all = $('#all-features').checked;
+  const rows = $$('#grid tbody tr'), features = rows.filter(tr => tr.classList.contains('feature'));
+  // a feature row shows when its group is open (or all are), or when the filter names the feature itself
+  features.forEach(f => {
+    const base = matches(f, q) && (!failing || f.dataset.failing === '1');
+    const named = q !== '' && featureName(f).includes(q);
+    f.hidden = !(base && (all || openGroups.has(f.dataset.parent) || named));
+  });
+  // a group row shows when it matches, or when one of its feature rows does
+  rows.filter(tr => tr.classList.contains('group')).forEach(g => {
+    const child = features.some(f => f.dataset.parent === g.dataset.row && !f.hidden);
+    g.hidden = !((matches(g, q) || child) && (!failing || g.dataset.failing === '1'));
+  });
+}
+['#filter','#only-failing','#all-features'].forEach(s => ['input','change'].forEach(ev => $(s).addEventListener(ev, applyFilters)));
+$$('button.expand').forEach(b => b.addEventListener('click', () => {
+  const key = b.dataset.row, open = !openGroups.has(key);
+  if (open) openGroups.add(key); else openGroups.delete(key);
+  b.textContent = open ? '▾' : '▸'; b.setAttribute('aria-expanded', String(open)); applyFilters();
+}));
+
+/* -- drill-down: a cell's cases, or a clause's ----------------------------------------------- */
+function showCases(title, rows){
+  const tbody = $('#drill-table tbody'); tbody.textContent = '';
+  rows.sort((a, b) => (ORDER[a.c[1]] - ORDER[b.c[1]]) || a.c[0].localeCompare(b.c[0]));
+  const counts = {};
+  rows.forEach(r => { counts[r.c[1]] = (counts[r.c[1]] || 0) + 1; });
+  rows.forEach(r => {
+    const [id, status, clause, clauses, detail] = r.c, tr = el('tr');
+    tr.dataset.status = status;
+    tr.append(el('td','status '+status,status));
+    const idc = el('td'); idc.append(el('code','',id)); if (r.subject) idc.append(el('div','help',r.subject)); tr.append(idc);
+    const cc = el('td'); cc.append(clauseLink(clause)); tr.append(cc);
+    const oc = el('td'); clauses.filter(x => x !== clause).forEach((x, i) => { if (i) oc.append(' '); oc.append(clauseLink(x)); }); tr.append(oc);
+    tr.append(el('td','detail',detail));
+    tbody.append(tr);
+  });
+  $('#drill-title').textContent = title;
+  $('#drill-summary').textContent = rows.length + ' cases: ' + Object.keys(counts).sort((a,b)=>ORDER[a]-ORDER[b]).map(k => counts[k]+' '+k).join(', ');
+  $('#drill').hidden = false;
+  $('#drill').scrollIntoView({block:'nearest'});
+}
+$$('#grid button.open').forEach(b => b.addEventListener('click', () => {
+  const key = b.dataset.row, s = Number(b.dataset.subject), parts = key.split('/'), group = parts.slice(0,2).join('/');
+  const feature = parts.slice(2).join('/');
+  const rows = [];
+  DATA.runs.forEach(run => { if (run.s === s && run.g === group)
+    run.c.forEach(c => { if (!feature || c[5].includes(feature)) rows.push({c}); }); });
+  $$('td.cell.selected').forEach(td => td.classList.remove('selected'));
+  b.parentElement.classList.add('selected');
+  showCases(DATA.subjects[s] + ' — ' + key, rows);
+}));
+$$('button.clause-cases').forEach(b => b.addEventListener('click', () => {
+  const clause = b.dataset.clause, rows = [];
+  DATA.runs.forEach(run => run.c.forEach(c => { if (c[3].includes(clause)) rows.push({c, subject: DATA.subjects[run.s] + ' · ' + run.g}); }));
+  showCases('cases citing ' + clause, rows);
+}));
+$('#drill-close').addEventListener('click', () => { $('#drill').hidden = true; $$('td.cell.selected').forEach(td => td.classList.remove('selected')); });
+
+/* -- fails in one subject: by subject ------------------------------------------------------ */
+const single = $('#single-subject');
+if (single) single.addEventListener('input', () => {
+  let n = 0;
+  $$('#single-table tbody tr').forEach(tr => { tr.hidden = !!single.value && tr.dataset.subject !== single.value; n += !tr.hidden; });
+  $('#single-count').textContent = n + ' cases';
+});
+/* a clause link marks its coverage row even when the hash does not change */
+document.addEventListener('click', e => {
+  const a = e.target.closest && e.target.closest('a.clause'); if (!a) return;
+  $$('tr.hilite').forEach(t => t.classList.remove('hilite'));
+  const row = document.getElementById(a.getAttribute('href').slice(1)); if (row) row.classList.add('hilite');
+});
+document.body.dataset.ready = '1';
+})();
+"""

@@ -1,0 +1,188 @@
+"""compressed-tensors pack-quantized (spec/compressed_tensors.md): dense packing, offset codes, zero points
+along dimension 0, conversion, and checkpoints written by compressed-tensors 0.20.0."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from qformats.containers.checkpoint import open_checkpoint
+from qformats.errors import QFormatsError
+from qformats.formats import awq, ctensors, gptq
+from qformats.formats.ctensors.codec import pack_dense, unpack_dense
+from qformats.validate import validate
+
+ROOT = Path(__file__).resolve().parents[2]
+THIRD = ROOT / "fixtures/third_party/compressed_tensors"
+CHECKPOINTS = {"w4_sym_group32": 4, "w4_asym_group32": 4, "w8_sym_channel": 8, "w3_asym_group16": 3}
+
+
+def _words(values, bits):
+    return [int(w) & 0xFFFFFFFF for w in pack_dense(np.asarray(values)[None, :], bits)[0]]
+
+
+def test_ct_2_3_vector_4_bits():
+    """CT-2.3: stored k mod 16 for k = 0..31 (compressed-tensors 0.20.0 pack_to_int32 [run])."""
+    assert _words(np.arange(32) % 16, 4) == [0x76543210, 0xFEDCBA98, 0x76543210, 0xFEDCBA98]
+
+
+def test_ct_2_3_vector_3_bits_straddles():
+    """CT-2.3: stored k mod 8; values 10 and 21 straddle words (compressed-tensors 0.20.0 [run])."""
+    assert _words(np.arange(32) % 8, 3) == [0x88FAC688, 0xC688FAC6, 0xFAC688FA]
+
+
+def test_ct_2_3_vector_5_bits():
+    assert _words(np.arange(32), 5) == [0x8A418820, 0xC5A92839, 0xCA307B9A, 0x38BDAB49, 0xFFBBCDEB]
+
+
+@pytest.mark.parametrize("bits", range(1, 9))
+def test_unpack_inverts_pack_with_a_partial_last_word(bits):
+    values = np.random.default_rng(bits).integers(0, 1 << bits, (3, 37))
+    packed = pack_dense(values, bits)
+    assert packed.shape == (3, -(-37 * bits // 32))
+    assert np.array_equal(unpack_dense(packed, bits, 37), values)
+
+
+def test_ct_3_1_worked_example():
+    """CT-3.1: 4-bit symmetric, stored field 3 -> code -5, scale 0.25 -> -1.25; asymmetric zp -2 -> -0.75."""
+    q = np.array([[-5] + [0] * 7], np.int8)
+    s = np.array([[0.25]], np.float16)
+    assert ctensors.dequantize(ctensors.pack(q, s, num_bits=4), num_bits=4)[0, 0] == -1.25
+    layer = ctensors.pack(q, s, num_bits=4, zero_points=np.array([[-2]], np.int8))
+    assert ctensors.dequantize(layer, num_bits=4)[0, 0] == -0.75
+    assert int(layer.weight_packed.view(np.uint32)[0, 0]) == 0x88888883
+
+
+def test_pack_refuses_a_code_outside_the_signed_range():
+    """CT-2.3 at the limit (7 for 4 bits) and one past it (8)."""
+    s = np.ones((1, 1), np.float16)
+    ctensors.pack(np.array([[7] * 8], np.int8), s, num_bits=4)
+    with pytest.raises(QFormatsError) as err:
+        ctensors.pack(np.array([[8] * 8], np.int8), s, num_bits=4)
+    assert (err.value.code, err.value.tensor) == ("ctensors.value.range", "codes") and "[0, 0]" in str(err.value)
+
+
+def test_group_size_must_divide_in_features():
+    with pytest.raises(QFormatsError) as err:
+        ctensors.pack(np.zeros((2, 48), np.int8), np.ones((2, 2), np.float16), num_bits=4, group_size=32)
+    assert (err.value.code, err.value.tensor, err.value.actual) == ("ctensors.group.shape", "group_size", 32)
+
+
+def test_round_trip_through_gptq_and_awq():
+    """CT-4: pack-quantized int4 asym -> GPTQ v2 -> pack-quantized, and -> AWQ -> pack-quantized, bit for bit."""
+    rng = np.random.default_rng(3)
+    layer = ctensors.pack(rng.integers(-8, 8, (16, 64)), rng.uniform(0.01, 1, (16, 2)).astype(np.float16),
+                          num_bits=4, group_size=32, zero_points=rng.integers(-8, 8, (16, 2)))
+    w = ctensors.dequantize(layer, num_bits=4)
+    g = ctensors.to_gptq(layer, num_bits=4)
+    assert np.array_equal(np.ascontiguousarray(gptq.dequantize(g, bits=4, version="v2")), w)
+    for back in (ctensors.from_gptq(g, bits=4, version="v2"), ctensors.from_awq(ctensors.to_awq(layer, num_bits=4))):
+        assert all(np.array_equal(getattr(back, t), getattr(layer, t)) for t in
+                   ("weight_packed", "weight_scale", "weight_shape", "weight_zero_point"))
+
+
+def test_symmetric_gptq_becomes_symmetric_pack_quantized():
+    rng = np.random.default_rng(4)
+    g = gptq.pack(rng.integers(0, 16, (64, 16)), np.full((2, 16), 8), np.ones((2, 16), np.float16), bits=4,
+                  version="v2", group_size=32)
+    assert ctensors.from_gptq(g, bits=4, version="v2").weight_zero_point is None
+
+
+def test_to_gptq_refuses_five_bits():
+    layer = ctensors.pack(np.zeros((4, 32), np.int8), np.ones((4, 1), np.float16), num_bits=5)
+    with pytest.raises(QFormatsError) as err:
+        ctensors.to_gptq(layer, num_bits=5)
+    assert (err.value.code, err.value.tensor, err.value.actual) == ("ctensors.convert.unrepresentable", "num_bits", 5)
+
+
+def test_to_awq_refuses_scales_float16_cannot_hold():
+    layer = ctensors.pack(np.zeros((8, 32), np.int8), np.full((8, 1), 1 + 2.0 ** -20, np.float32), num_bits=4)
+    with pytest.raises(QFormatsError) as err:
+        ctensors.to_awq(layer, num_bits=4)
+    assert (err.value.code, err.value.tensor) == ("ctensors.convert.unrepresentable", "weight_scale")
+
+
+def _expected_bits(name: str, module: str) -> tuple[np.ndarray, str]:
+    with open_checkpoint(str(THIRD / "expected" / f"{name}.safetensors")) as ckpt:
+        return np.array(ckpt.tensor(f"{module}.weight")).view(np.uint16), ckpt.tensor_info(f"{module}.weight").dtype
+
+
+def _as_bits(w: np.ndarray, dtype: str) -> np.ndarray:
+    if dtype == "F16":
+        return w.astype(np.float16).view(np.uint16)
+    from conformance.compare import round_bfloat16
+    return (round_bfloat16(w).view(np.uint32) >> 16).astype(np.uint16)
+
+
+@pytest.mark.parametrize("name", CHECKPOINTS)
+def test_checkpoint_decodes_as_compressed_tensors_does(name, tmp_path):
+    """ModelCompressor.decompress_model's weights (bfloat16 / float16) are the reference decode rounded once."""
+    from safetensors.numpy import load_file
+    from qformats.tools import decode
+
+    modules = ("model.layers.0.self_attn.q_proj", "model.layers.0.mlp.up_proj", "model.layers.0.mlp.down_proj")
+    out = tmp_path / "dec.safetensors"
+    decode(str(THIRD / "checkpoints" / name), list(modules), str(out))
+    decoded = load_file(str(out))
+    for module in modules:
+        want, dtype = _expected_bits(name, module)
+        assert np.array_equal(_as_bits(decoded[f"{module}.weight"], dtype), want), module
+
+
+@pytest.mark.parametrize("name", CHECKPOINTS)
+def test_checkpoint_validates(name):
+    report = validate(str(THIRD / "checkpoints" / name), deep=True)
+    assert (report.verdict, report.format, report.summary["layers"], report.findings) == ("valid", "ctensors", 3, [])
+
+
+def _copy(tmp_path, name):
+    ckpt = tmp_path / name
+    shutil.copytree(THIRD / "checkpoints" / name, ckpt)
+    return ckpt, json.loads((ckpt / "config.json").read_text())
+
+
+def test_num_bits_contradicting_the_bytes_names_the_widths_that_fit(tmp_path):
+    """CT-6.1: config says 4 bits, weight_packed is 3-bit wide: the finding names the widths the bytes fit."""
+    ckpt, config = _copy(tmp_path, "w3_asym_group16")
+    config["quantization_config"]["config_groups"]["group_0"]["weights"]["num_bits"] = 4
+    (ckpt / "config.json").write_text(json.dumps(config))
+    report = validate(str(ckpt))
+    assert report.verdict == "invalid"
+    first = report.findings[0]
+    assert (first.code, first.tensor) == ("tensor.shape", "model.layers.0.mlp.down_proj.weight_packed")
+    assert "fit num_bits [3]" in first.message
+
+
+def test_ignored_module_holding_packed_weights_is_an_error(tmp_path):
+    """CT-5.4: ignore names a module that holds weight_packed; an ignore name matching nothing is a warning (CT-5.2)."""
+    ckpt, config = _copy(tmp_path, "w4_sym_group32")
+    config["quantization_config"]["ignore"] = ["lm_head", "model.layers.0.mlp.up_proj", "model.layers.9.mlp.gate"]
+    (ckpt / "config.json").write_text(json.dumps(config))
+    report = validate(str(ckpt))
+    assert sorted((f.code, f.tensor) for f in report.findings) == [
+        ("ctensors.config.ignore_unmatched", "model.layers.9.mlp.gate"),
+        ("ctensors.config.tensor_mismatch", "model.layers.0.mlp.up_proj")]
+
+
+def test_other_compressed_tensors_format_is_refused(tmp_path):
+    """CT-1.2: a float-quantized (FP8) compressed-tensors checkpoint is a format not covered (exit 2)."""
+    ckpt, config = _copy(tmp_path, "w4_sym_group32")
+    config["quantization_config"]["format"] = "float-quantized"
+    config["quantization_config"]["config_groups"]["group_0"]["format"] = "float-quantized"
+    (ckpt / "config.json").write_text(json.dumps(config))
+    with pytest.raises(QFormatsError) as err:
+        validate(str(ckpt))
+    assert (err.value.code, err.value.tensor) == ("checkpoint.format.unsupported", "format")
+
+
+def test_awq_and_ct_checkpoints_agree_after_conversion():
+    """The AutoAWQ fixture's layers converted to pack-quantized decode to the same float32 weights."""
+    from safetensors.numpy import load_file
+
+    tensors = load_file(str(ROOT / "fixtures/third_party/autoawq/checkpoints/gemm_w4_g32/model.safetensors"))
+    layer = {t: tensors[f"model.layers.0.mlp.up_proj.{t}"] for t in ("qweight", "qzeros", "scales")}
+    assert np.array_equal(ctensors.dequantize(ctensors.from_awq(layer), num_bits=4), awq.dequantize(layer))
