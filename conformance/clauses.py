@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 __all__ = ["CHAPTER_OF_PREFIX", "CLAUSE_ID", "DEFINITION", "SPEC", "Clause", "definitions", "without_fences",
@@ -95,15 +96,23 @@ def spec_clauses(spec: Path | None = None) -> list[Clause]:
     root = SPEC if spec is None else Path(spec)
     if not root.is_dir():
         return []
+    chapters = tuple((p.name, p.stat().st_mtime_ns) for p in sorted(root.glob("*.md")))
+    return list(_parsed(root, chapters))
+
+
+@lru_cache(maxsize=4)
+def _parsed(root: Path, chapters: tuple[tuple[str, int], ...]) -> tuple[Clause, ...]:
+    """The clauses of ``chapters`` (name, mtime: an edited chapter is parsed again)."""
     out: list[Clause] = []
-    for path in sorted(root.glob("*.md")):
-        out += _chapter_clauses(path.name, path.read_text(encoding="utf-8"))
-    return out
+    for name, _ in chapters:
+        out += _chapter_clauses(name, (root / name).read_text(encoding="utf-8"))
+    return tuple(out)
 
 
 def _key(clause: str) -> tuple:
     prefix, _, number = clause.partition("-")
-    return (prefix, *(int(p) for p in number.split(".") if p.isdigit()))
+    order = list(CHAPTER_OF_PREFIX).index(prefix) if prefix in CHAPTER_OF_PREFIX else len(CHAPTER_OF_PREFIX)
+    return (order, prefix, *(int(p) for p in number.split(".") if p.isdigit()))
 
 
 def covering(clause: str, cited: set[str]) -> str:

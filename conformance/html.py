@@ -119,23 +119,37 @@ not applicable. Click a cell for its cases.</p>
 
 # -- the other views ---------------------------------------------------------------------------------
 
+def _single_group(subject: str, fmt: str, op: str, rows: list[dict]) -> str:
+    statuses = Counter(r["case"]["status"] for r in rows)
+    clauses = Counter(primary_clause(r["case"]) for r in rows)
+    summary = (f"{_e(subject)} — {_e(fmt)} · {_e(op)}: {len(rows)} case{'s' if len(rows) != 1 else ''} "
+               f"({_e(', '.join(f'{n} {k}' for k, n in statuses.items()))}); "
+               f"{_e(', '.join(f'{c} ×{n}' for c, n in clauses.most_common(4)))}")
+    trs = "".join(
+        f'<tr><td class="status {_e(r["case"]["status"])}">{_e(r["case"]["status"])}</td><td><code>{_e(r["case"]["id"])}</code></td>'
+        f'<td>{_anchor(primary_clause(r["case"]))}</td><td class="detail">{_e(r["case"].get("detail"))}</td>'
+        f'<td>{_e(", ".join(f"{s}: {st}" for s, st in r["others"].items()))}</td></tr>' for r in rows)
+    return (f'<details class="single-group" data-subject="{_e(subject)}" data-cases="{len(rows)}"{" open" if len(rows) <= 3 else ""}>'
+            f"<summary>{summary}</summary><table><thead><tr><th>status</th><th>case</th><th>clause</th><th>detail</th>"
+            f"<th>the others</th></tr></thead><tbody>{trs}</tbody></table></details>")
+
+
 def _single(m: Matrix) -> str:
     rows = m.single_failures()
     if not rows:
         body = "<p>No case fails in exactly one subject (of the cases two subjects or more ran).</p>"
     else:
+        groups: dict[tuple[str, str, str], list[dict]] = {}
+        for r in rows:
+            groups.setdefault((r["subject"], r["format"], r["op"]), []).append(r)
         options = "".join(f'<option value="{_e(s)}">{_e(s)}</option>' for s in dict.fromkeys(r["subject"] for r in rows))
-        trs = "".join(
-            f'<tr data-subject="{_e(r["subject"])}"><td>{_e(r["subject"])}</td><td>{_e(r["format"])} · {_e(r["op"])}</td>'
-            f'<td class="status {_e(r["case"]["status"])}">{_e(r["case"]["status"])}</td><td><code>{_e(r["case"]["id"])}</code></td>'
-            f'<td>{_anchor(primary_clause(r["case"]))}</td><td class="detail">{_e(r["case"].get("detail"))}</td>'
-            f'<td>{_e(", ".join(f"{s}: {st}" for s, st in r["others"].items()))}</td></tr>' for r in rows)
         body = (f'<div class="controls"><label>Subject <select id="single-subject"><option value="">all</option>{options}'
                 f'</select></label> <span id="single-count">{len(rows)} cases</span></div>'
-                f'<table id="single-table"><thead><tr><th>fails in</th><th>group</th><th>status</th><th>case</th><th>clause</th>'
-                f"<th>detail</th><th>the others</th></tr></thead><tbody>{trs}</tbody></table>")
+                + "".join(_single_group(*key, group) for key, group in groups.items()))
     return (f'<section id="single"><h2>Fails in exactly one subject</h2><p class="help">Cases that two subjects or '
-            f"more ran, that fail or error in one of them and pass in another: what sets that subject apart.</p>{body}</section>")
+            f"more ran, that fail or error in one of them and pass in another: what sets that subject apart. One "
+            f"line per subject and group, with the clauses the failures are attributed to; open it for the cases.</p>"
+            f"{body}</section>")
 
 
 def _xfail(m: Matrix) -> str:
@@ -166,14 +180,19 @@ def _levels(m: Matrix) -> str:
     rows = m.levels()
     if not rows:
         return ('<section id="levels"><h2>Conformance levels</h2><p>These runs do not report a level.</p></section>')
-    trs = "".join(f'<tr><td>{_e(r["subject"])}</td><td>{_e(r["format"])} · {_e(r["op"])}</td><td>{_e(r.get("claimed"))}</td>'
-                  f'<td class="level">{_e(r.get("reached"))}</td><td>{_e(_words(r.get("readings")))}</td>'
-                  f'<td class="detail">{_e(_words(r.get("unenforced")))}</td></tr>' for r in rows)
+    merged: dict[tuple, list[str]] = {}
+    for r in rows:
+        key = (r["subject"], r["op"], _words(r.get("claimed")), _words(r.get("reached")), _words(r.get("readings")),
+               _words(r.get("unenforced")))
+        merged.setdefault(key, []).append(r["format"])
+    trs = "".join(f'<tr><td>{_e(subject)}</td><td>{_e(", ".join(formats))} · {_e(op)}</td><td>{_e(claimed)}</td>'
+                  f'<td class="level">{_e(reached)}</td><td>{_e(readings)}</td><td class="detail">{_e(unenforced)}</td></tr>'
+                  for (subject, op, claimed, reached, readings, unenforced), formats in merged.items())
     return (f'<section id="levels"><h2>Conformance levels</h2><p class="help">The level each run claimed and reached, '
             f"the named readings the subject follows on non-conforming input, and the rejection rules it does not "
-            f"enforce. A decoder-level pass says nothing about validation.</p><table><thead><tr><th>subject</th>"
-            f"<th>group</th><th>claimed</th><th>reached</th><th>readings</th><th>not enforced</th></tr></thead>"
-            f"<tbody>{trs}</tbody></table></section>")
+            f"enforce (runs with the same outcome share a line). A decoder-level pass says nothing about validation."
+            f"</p><table><thead><tr><th>subject</th><th>groups</th><th>claimed</th><th>reached</th><th>readings</th>"
+            f"<th>not enforced</th></tr></thead><tbody>{trs}</tbody></table></section>")
 
 
 def _coverage(m: Matrix, clauses: list[Clause] | None) -> str:
@@ -201,9 +220,10 @@ def _coverage(m: Matrix, clauses: list[Clause] | None) -> str:
                    f"kernel cases).</p>{blocks}"
                    + (f'<p class="help">Exercised only through the section that holds them: {_e(section)}.</p>' if section else ""))
     return (f'<section id="coverage"><h2>Clause coverage</h2><p class="help">Every clause the cases of these runs cite: '
-            f"distinct cases, results that passed and failed, and failures attributed to it (its primary clause). "
+            f"distinct cases, their results in all runs that passed and that failed or errored, and the failures "
+            f"attributed to it (their primary clause). "
             f'"cases" lists them.</p><table id="coverage-table"><thead><tr><th>clause</th><th>title</th><th>chapter</th>'
-            f"<th>cases</th><th>passed</th><th>failing</th><th>attributed failures</th><th></th></tr></thead>"
+            f"<th>cases</th><th>results passed</th><th>results failing</th><th>failures attributed</th><th></th></tr></thead>"
             f"<tbody>{trs}</tbody></table>{missing}</section>")
 
 
@@ -230,7 +250,7 @@ def _provenance(m: Matrix) -> str:
 
 # -- the page ----------------------------------------------------------------------------------------
 
-def _data(m: Matrix, clauses: list[Clause] | None) -> dict[str, Any]:
+def _data(m: Matrix) -> dict[str, Any]:
     """What the script needs: every case row once, with its tags; titles of the clauses cited."""
     runs = []
     for i, d in enumerate(m.runs):
@@ -249,7 +269,7 @@ def page(runs: list[dict[str, Any]], *, clauses: list[Clause] | None = None, gen
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><meta name="viewport" '
             f'content="width=device-width, initial-scale=1"><title>qformats conformance: {_e(", ".join(m.subjects))[:200]}</title>'
             f"<style>{CSS}</style></head><body>{body}"
-            f'<script type="application/json" id="runs-data">{_script_json(_data(m, clauses))}</script>'
+            f'<script type="application/json" id="runs-data">{_script_json(_data(m))}</script>'
             f"<script>{JS}</script></body></html>\n")
 
 
@@ -279,6 +299,8 @@ td.status{font-weight:600;white-space:nowrap}.status.fail,.status.error{color:#a
 td.detail{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:12px;max-width:60em;word-break:break-word}
 #drill-table td.detail{min-width:34em}#drill-table td code{font-size:12px;overflow-wrap:anywhere}
 td.bad{background:var(--bad)}tr:target,tr.hilite{background:var(--hi)!important}tr:target th,tr:target td{background:var(--hi)}
+details.single-group{margin:4px 0}details.single-group summary{cursor:pointer}
+details.single-group table{margin:4px 0 10px 1.2em}
 a.clause{font-family:ui-monospace,Menlo,Consolas,monospace;white-space:nowrap}details.uncovered{margin:3px 0}details.uncovered ul{margin:4px 0 8px;columns:2}
 """
 
@@ -359,7 +381,8 @@ $('#drill-close').addEventListener('click', () => { $('#drill').hidden = true; $
 const single = $('#single-subject');
 if (single) single.addEventListener('input', () => {
   let n = 0;
-  $$('#single-table tbody tr').forEach(tr => { tr.hidden = !!single.value && tr.dataset.subject !== single.value; n += !tr.hidden; });
+  $$('#single details.single-group').forEach(d => { d.hidden = !!single.value && d.dataset.subject !== single.value;
+                                                    if (!d.hidden) n += Number(d.dataset.cases); });
   $('#single-count').textContent = n + ' cases';
 });
 /* a clause link marks its coverage row even when the hash does not change */

@@ -3,7 +3,7 @@ wpt.fyi / test262.report pattern). The model behind the results page (conformanc
 README's real-library table.
 
     runs = load_runs(["build/matrix/runs.json", "mine.json"])   # `--json` documents or bundles of them
-    m = Matrix.of(runs)
+    m = Matrix(runs)
     m.subjects, m.rows, m.cell(row, subject)                    # pass / total per group and subject
     m.single_failures()                                         # cases that fail in exactly one subject
 
@@ -30,7 +30,8 @@ __all__ = ["load_runs", "Matrix", "Row", "Cell", "subject_label", "primary_claus
 
 FAILING = ("fail", "error")
 STATUSES = ("pass", "fail", "error", "not-applicable", "expected-failure", "warning")
-CORE_FORMATS = ("gptq_v1", "gptq_v2", "q4_k", "spqr")
+# row order: the layer formats first; the GGUF block types after them, by name
+CORE_FORMATS = ("gptq_v1", "gptq_v2", "awq_gemm", "ctensors_pack", "q4_k", "spqr")
 OPS = ("dequantize", "matmul", "pack", "quantize")
 RUN_KEYS = {"subject", "format", "op", "cases"}
 
@@ -202,10 +203,6 @@ class Matrix:
                                            *(Row(group.format, group.op, t) for t in tags - known)],
                                           key=lambda r: r.feature or "")
 
-    @classmethod
-    def of(cls, runs: list[dict[str, Any]]) -> "Matrix":
-        return cls(runs)
-
     def cell(self, row: Row, subject: str) -> Cell:
         return self._cells.get((row.key, subject), Cell())
 
@@ -298,6 +295,13 @@ class Matrix:
 
 # -- the README's real-library table ----------------------------------------------------------------
 
+def _block_types() -> set[str]:
+    """The GGUF block types other than q4_K (which has a format of its own): they share README rows."""
+    from qformats.formats.ggml.cases import subject_types
+
+    return {bt.name for bt in subject_types()}
+
+
 def _outcome_kind(doc: dict[str, Any]) -> str:
     """A run's outcome in words that rows of several types can share: "conforms", "error: NotImplementedError"..."""
     counts = Counter(c["status"] for c in doc["cases"])
@@ -355,15 +359,16 @@ def _entry_pattern(docs: list[dict[str, Any]]) -> str:
 
 
 def readme_table(runs: list[dict[str, Any]]) -> str:
-    """The README's real-library table: one row per library, op and format for GPTQ, q4_K and SpQR; the
-    other GGUF block types share a row per library, op and outcome. Runs of qformats itself are left out."""
+    """The README's real-library table: one row per library, op and format (GPTQ, AWQ, compressed-tensors,
+    q4_K, SpQR); the other GGUF block types share a row per library, op and identical counts. Runs of qformats
+    itself are left out."""
     by_key: dict[tuple, list[dict]] = defaultdict(list)
     for doc in runs:
         label = library_label(doc)
         if label is None or label.startswith("qformats "):
             continue
         note = _declaration_note(doc)
-        core = doc["format"] in CORE_FORMATS
+        core = doc["format"] not in _block_types()
         group = doc["format"] if core else "gguf"
         outcome = "" if core else (_outcome_kind(doc), tuple(sorted(Counter(c["status"] for c in doc["cases"]).items())),
                                    _identical(doc), _level_words(doc))

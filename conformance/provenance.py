@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from qformats import SPEC_VERSION, __version__
-from qformats.cases import case_digest
+from qformats.cases import Case, case_digest
 from qformats.formats.registry import subject_format
 
 from .catalog import DIGESTS, THIRD_PARTY
@@ -68,12 +68,17 @@ def _git() -> tuple[str | None, bool | None]:
     return head.stdout.strip(), bool(status.stdout.strip()) if status.returncode == 0 else None
 
 
-def suite_info(result: RunResult) -> dict[str, Any]:
+def _ran(result: RunResult) -> list[Case]:
+    """The cases of the run, regenerated (their bytes and tags; the result holds only ids)."""
+    ran = {c.id for c in result.cases}
+    return [c for c in select_cases(result.format, result.op) if c.id in ran]
+
+
+def suite_info(result: RunResult, cases: list[Case] | None = None) -> dict[str, Any]:
     """The suite version and digests that tie the run to exact case bytes: ``cases_sha256`` over this run's
     case ids and the sha256 of each case's canonical bytes, ``manifest_sha256`` of the pinned digests of
     every reference-made case, ``vectors_sha256`` of the format's shipped real-tool vectors."""
-    ran = {c.id for c in result.cases}
-    lines = [f"{c.id} {case_digest(c)}" for c in select_cases(result.format, result.op) if c.id in ran]
+    lines = [f"{c.id} {case_digest(c)}" for c in (_ran(result) if cases is None else cases)]
     commit, dirty = _git()
     face = subject_format(result.format)
     return {"name": "qformats", "version": __version__, "spec_version": SPEC_VERSION, "commit": commit,
@@ -188,20 +193,19 @@ def environment(device: str | None = None) -> dict[str, Any]:
             "finished": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
 
 
-def case_info(result: RunResult) -> dict[str, dict[str, Any]]:
+def case_info(result: RunResult, cases: list[Case] | None = None) -> dict[str, dict[str, Any]]:
     """Per case of the run: its feature tags, expectation and provenance (the page's rows and filters)."""
-    ran = {c.id for c in result.cases}
     return {c.id: {"features": list(c.features), "expect": c.expect,
                    "source": c.provenance.get("source", "qformats-reference")}
-            for c in select_cases(result.format, result.op) if c.id in ran}
+            for c in (_ran(result) if cases is None else cases)}
 
 
 def run_document(result: RunResult, *, device: str | None = None,
                  declaration: SubjectDeclaration | None = None) -> dict[str, Any]:
     """``result.as_json()`` (the DESIGN.md §6 keys, and the level when the runner reports one) with the
     run's provenance beside it."""
-    doc = result.as_json()
-    doc.update({"schema": "qformats-conformance-run/1", "suite": suite_info(result),
+    doc, cases = result.as_json(), _ran(result)
+    doc.update({"schema": "qformats-conformance-run/1", "suite": suite_info(result, cases),
                 "subject_info": subject_info(result.subject, declaration), "environment": environment(device),
-                "case_info": case_info(result)})
+                "case_info": case_info(result, cases)})
     return doc

@@ -29,6 +29,11 @@ from .matrix import readme_table, replace_section
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def _found(module: str) -> str:
+    """A probe that succeeds where ``module`` is installed, without importing it."""
+    return f"import importlib.util, sys; sys.exit(importlib.util.find_spec({module!r}) is None)"
+
+
 @dataclass(frozen=True)
 class Subject:
     entry: str
@@ -37,14 +42,14 @@ class Subject:
     python: str
 
 
-# The libraries of the second environment (`make real-subjects`): name, the module that shows it is there, runs
+# The libraries of the second environment (`make real-subjects`): name, a probe that succeeds where it is there, runs
 REAL_LIBRARIES = (
-    ("GPTQModel", "gptqmodel", (("conformance.adapters.gptqmodel:dequantize_v1", "gptq_v1", "dequantize"),
+    ("GPTQModel", _found("gptqmodel"), (("conformance.adapters.gptqmodel:dequantize_v1", "gptq_v1", "dequantize"),
                                 ("conformance.adapters.gptqmodel:dequantize_v2", "gptq_v2", "dequantize"))),
-    ("compressed-tensors", "compressed_tensors",
+    ("compressed-tensors", _found("compressed_tensors"),
      (("conformance.adapters.compressed_tensors:dequantize", "ctensors_pack", "dequantize"),
       ("conformance.adapters.compressed_tensors:pack", "ctensors_pack", "pack"))),
-    ("AutoAWQ", "conformance.adapters.autoawq", (("conformance.adapters.autoawq:dequantize", "awq_gemm", "dequantize"),
+    ("AutoAWQ", "import conformance.adapters.autoawq", (("conformance.adapters.autoawq:dequantize", "awq_gemm", "dequantize"),
                                                  ("conformance.adapters.autoawq:pack", "awq_gemm", "pack"))),
 )
 
@@ -80,13 +85,13 @@ def subjects(real_python: str | None, reference: bool) -> tuple[list[Subject], l
 
     library(ggml_adapter, bool(os.environ.get("QFORMATS_GGML_LIB")),
             "ggml: QFORMATS_GGML_LIB is not set (make ggml-oracle builds the library)")
-    library(gguf_adapter, _importable(py, "gguf"), "gguf-py: `gguf` is not installed")
+    library(gguf_adapter, _probe(py, _found("gguf")), "gguf-py: `gguf` is not installed")
     real = real_python if real_python and Path(real_python).exists() else None
-    for name, module, runs in REAL_LIBRARIES:
-        if real and _importable(real, module):
+    for name, probe, runs in REAL_LIBRARIES:
+        if real and _probe(real, probe):
             out.extend(Subject(entry, fmt, op, real) for entry, fmt, op in runs)
         else:
-            skipped.append(f"{name}: no environment with `{module}` at {real_python} (make real-subjects builds it)")
+            skipped.append(f"{name}: not available to {real_python} (make real-subjects builds it)")
     if reference:
         from . import reference as ref
 
@@ -97,10 +102,9 @@ def subjects(real_python: str | None, reference: bool) -> tuple[list[Subject], l
     return out, skipped
 
 
-def _importable(python: str, module: str) -> bool:
-    done = subprocess.run([python, "-c", f"import importlib.util, sys; sys.exit(importlib.util.find_spec({module!r}) is None)"],
-                          capture_output=True, timeout=120)
-    return done.returncode == 0
+def _probe(python: str, code: str) -> bool:
+    """Whether ``code`` runs without error in ``python`` (run from the checkout, as the subjects are)."""
+    return subprocess.run([python, "-c", code], capture_output=True, cwd=ROOT, timeout=300).returncode == 0
 
 
 def run(subject: Subject) -> tuple[Subject, dict | None, str]:

@@ -18,10 +18,13 @@ def _module(qweight, qzeros, scales, g_idx, bits: int, group_size: int):
     from gptqmodel.nn_modules.qlinear.torch import TorchLinear
     from gptqmodel.utils.backend import BACKEND
 
+    # a layer without g_idx (g_idx=None, spec/kernels.md KC-1.3) keeps the buffer TorchLinear registers, as
+    # GPTQModel's loader does when the checkpoint has no such tensor
     tensors = {name: torch.as_tensor(np.asarray(a)) for name, a in
-               (("qweight", qweight), ("qzeros", qzeros), ("scales", scales), ("g_idx", g_idx))}
-    k, n = tensors["g_idx"].shape[0], tensors["scales"].shape[1]
-    trivial = torch.equal(tensors["g_idx"].long(), torch.arange(k) // (k if group_size == -1 else group_size))
+               (("qweight", qweight), ("qzeros", qzeros), ("scales", scales), ("g_idx", g_idx)) if a is not None}
+    k, n = tensors["qweight"].shape[0] * 32 // bits, tensors["scales"].shape[1]
+    trivial = "g_idx" not in tensors or torch.equal(tensors["g_idx"].long(),
+                                                    torch.arange(k) // (k if group_size == -1 else group_size))
     module = TorchLinear(bits=bits, group_size=group_size, sym=True, desc_act=not trivial, in_features=k,
                          out_features=n, bias=False, pack_dtype=torch.int32, backend=BACKEND.GPTQ_TORCH,
                          register_buffers=True)

@@ -17,7 +17,9 @@ from qformats.formats.registry import FACES, all_cases
 
 
 def _read(fmt: str) -> list:
-    return [c for c in FACES["gptq"].cases() if c.format == fmt and "dequantize" in c.ops and c.expect == "values"]
+    """The reader matrix: conforming layers with a g_idx mode (not the no-g_idx and signed-zero extras)."""
+    return [c for c in FACES["gptq"].cases() if c.format == fmt and "dequantize" in c.ops and c.expect == "values"
+            and c.feature("g_idx")[0] in gptq_cases.G_IDX_MODES and "zeros:signed" not in c.features]
 
 
 @pytest.mark.parametrize("fmt", ["gptq_v1", "gptq_v2"])
@@ -64,7 +66,7 @@ def test_q4k_reference_equals_gguf_py():
     from gguf.constants import GGMLQuantizationType
     from gguf.quants import dequantize
 
-    for case in [c for c in FACES["q4_k"].cases() if "quantize" not in c.ops]:
+    for case in [c for c in FACES["q4_k"].cases() if "quantize" not in c.ops and "input:nonconforming" not in c.features]:
         ours = q4k_cases.reference(case)
         with np.errstate(invalid="ignore", over="ignore"):
             theirs = dequantize(case.inputs["blocks"], GGMLQuantizationType.Q4_K)
@@ -100,8 +102,54 @@ def test_shipped_vectors_are_the_real_tools_output():
 
 
 def test_case_params_are_the_kernel_keywords_of_the_contract():
-    """DESIGN.md §6: reader cases carry exactly the scalar keywords the format's kernel call takes."""
+    """DESIGN.md §6, spec/kernels.md KC-1: reader cases carry exactly the scalar keywords the format's kernel
+    call takes, plus ``None`` for an array keyword the layer lacks (``g_idx=None``, KC-1.3)."""
     for face in FACES.values():
         for case in face.cases():
             if "dequantize" in case.ops or "matmul" in case.ops:
-                assert tuple(case.params) == face.kernel_keywords, case.id
+                scalars = tuple(k for k, v in case.params.items() if v is not None)
+                absent = [k for k, v in case.params.items() if v is None]
+                assert scalars == face.kernel_keywords, case.id
+                assert all(k not in case.inputs for k in absent) and set(absent) <= {"g_idx"}, case.id
+
+
+def test_no_g_idx_cases_pass_none_and_decode_with_the_trivial_map():
+    """GPTQ-2.1, KC-1.3: the kernel gets g_idx=None; the reference equals the layer with k // group_size."""
+    cases = [c for c in FACES["gptq"].cases() if c.id.endswith("_no_g_idx")]
+    assert len(cases) == 4
+    for case in cases:
+        assert case.params["g_idx"] is None and "g_idx" not in case.inputs
+        t = case.aux
+        assert np.array_equal(gptq_cases.reference(case), gptq_cases.logical_weight(t["codes"], t["zeros"], t["scales"], t["g_idx"]))
+
+
+@pytest.mark.parametrize("face", ["gptq", "spqr", "q4_k"])
+def test_signed_zero_cases_hold_negative_zeros(face):
+    """KC-2.4: every case named signed_zeros decodes to some -0.0 (by an independent route for
+    GPTQ: s * (q - z) of the logical arrays)."""
+    cases = [c for c in FACES[face].cases() if "signed_zeros" in c.id]
+    assert len(cases) >= 1
+    for case in cases:
+        w = FACES[face].reference(case)
+        if face == "gptq":
+            t = case.aux
+            w = gptq_cases.logical_weight(t["codes"], t["zeros"], t["scales"], t["g_idx"])
+        zero = w == 0
+        assert (zero & np.signbit(w)).any(), case.id
+
+
+def test_every_nonconforming_case_is_rejected_by_the_reference_with_its_clause():
+    """KC-4.2: each */read/invalid/* case violates the rule it cites: the reference decoder rejects it with
+    an error of that clause (or, for shapes and dtypes, the general tensor rule it specialises)."""
+    from conformance import reference
+    from qformats.errors import QFormatsError
+
+    decoders = {"gptq_v1": reference.gptq_dequantize_v1, "gptq_v2": reference.gptq_dequantize_v2,
+                "spqr": reference.spqr_dequantize, "q4_k": reference.q4_k_dequantize}
+    general = {"QF-2.2", "QF-2.3", "QF-3.1", "QF-2.6", "GPTQ-2.2", "SPQR-2.1", "Q4K-5.2", "GGML-1.1", "GGML-1.2"}
+    for name in ("gptq", "spqr", "q4_k"):
+        for case in [c for c in FACES[name].cases() if "/invalid/" in c.id]:
+            with pytest.raises(QFormatsError) as err:
+                decoders[case.format](**case.inputs, **case.params)
+            clause = err.value.clause
+            assert clause == case.clauses[0] or {clause, case.clauses[0]} <= general, (case.id, clause)

@@ -17,6 +17,7 @@ import shutil
 import subprocess
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -34,6 +35,7 @@ FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-
          "--disable-background-networking", "--disable-component-update", "--disable-sync",
          "--remote-debugging-pipe", "--window-size=1400,1000", "about:blank")
 GPTQ_CASES = r"b4_(sym|asym)_g32_(trivial|act_order)$"
+SPQR_CASES = r"^spqr/read/((csr|ptcsr)_(0|1pct)_(identity|act_order)|invalid/csr_perm_duplicate)$"
 XFAIL = {"expected_failures": [{"case": "gptq_v1/read/b4_sym_g32_act_order", "reason": "act-order unsupported: our issue #3"}]}
 
 
@@ -141,14 +143,20 @@ class Browser:
 
 @pytest.fixture(scope="module")
 def runs():
-    """Two subjects per format: the reference, a mutant that fails, one failure declared expected."""
-    return [run_document(run_kernel("conformance.reference:spqr_dequantize", fmt="spqr", op="dequantize")),
-            run_document(run_kernel("spqr_bugs:permutation_not_applied", fmt="spqr", op="dequantize")),
-            run_document(run_kernel("conformance.reference:gptq_dequantize_v1", fmt="gptq_v1", op="dequantize",
-                                    pattern=GPTQ_CASES)),
-            run_document(run_kernel("gptq_bugs:g_idx_ignored", fmt="gptq_v1", op="dequantize", pattern=GPTQ_CASES,
-                                    declaration=SubjectDeclaration.model_validate(XFAIL)),
-                         declaration=SubjectDeclaration.model_validate(XFAIL))]
+    """Two subjects per format: the reference, a mutant that fails, one failure declared expected (run side by
+    side: each run waits on its subject's process)."""
+    xfail = SubjectDeclaration.model_validate(XFAIL)
+    plan = [("conformance.reference:spqr_dequantize", "spqr", SPQR_CASES, None),
+            ("spqr_bugs:permutation_not_applied", "spqr", SPQR_CASES, None),
+            ("conformance.reference:gptq_dequantize_v1", "gptq_v1", GPTQ_CASES, None),
+            ("gptq_bugs:g_idx_ignored", "gptq_v1", GPTQ_CASES, xfail)]
+
+    def one(entry, fmt, pattern, declaration):
+        result = run_kernel(entry, fmt=fmt, op="dequantize", pattern=pattern, declaration=declaration)
+        return run_document(result, declaration=declaration)
+
+    with ThreadPoolExecutor(max_workers=len(plan)) as pool:
+        return list(pool.map(lambda args: one(*args), plan))
 
 
 @pytest.fixture(scope="module")

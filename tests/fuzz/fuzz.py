@@ -239,6 +239,8 @@ def run(cases: int, seed: int, jobs: int, limit_s: float, memory_mib: int, findi
                 elif msg[0] == "bug":
                     counts[msg[2]] += 1
                     bugs.append(msg[1:])
+                    if not quiet:      # said at once: a long run that is stopped early still names them
+                        print(f"  BUG case {msg[1]}: {msg[2]}", file=sys.stderr, flush=True)
                 elif msg[0] == "done":
                     proc.join()
                     del live[j]
@@ -256,6 +258,8 @@ def run(cases: int, seed: int, jobs: int, limit_s: float, memory_mib: int, findi
                 outcome = f"{commands[index % len(commands)]} {outcome}" if index >= 0 else outcome
                 counts[outcome] += 1
                 bugs.append((index, outcome, f"worker stopped answering in case {index}"))
+                if not quiet:
+                    print(f"  BUG case {index}: {outcome}", file=sys.stderr, flush=True)
                 del live[j]
                 if index < 0:        # died before its first case: restarting would loop; its cases go unrun
                     continue

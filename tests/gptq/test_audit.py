@@ -52,3 +52,17 @@ def test_structural_error_becomes_an_error_finding_naming_the_layer():
     findings, _ = layer_findings("q_proj", layer, bits=4, group_size=32, declared="v1", desc_act=False)
     assert [(f.code, f.tensor) for f in findings] == [("tensor.shape", "q_proj.scales")]
     assert findings[0].message.startswith("'q_proj.scales' must be of shape (4, 128)")
+
+
+def test_nonfinite_scales_are_counted_by_kind():
+    """QF-2.4, GPTQ-3.5: NaN, +inf and -inf in one scales tensor: the finding names the first and counts each."""
+    rng = np.random.default_rng(0)
+    layer = dict(gptq.pack(rng.integers(0, 16, (128, 64)), rng.integers(1, 16, (4, 64)), np.ones((4, 64), np.float16),
+                           bits=4).tensors)
+    scales = layer["scales"].copy()
+    scales[0, 1], scales[1, 2], scales[2, 3], scales[3, 3] = np.nan, np.inf, -np.inf, -np.inf
+    layer["scales"] = scales
+    findings, _ = layer_findings("m", layer, bits=4, group_size=32, declared="v1", desc_act=False)
+    assert [(f.code, f.tensor, f.message) for f in findings] == [(
+        "gptq.scales.nonfinite", "m.scales",
+        "'m.scales' must be finite float16 (got NaN at [0, 1]; in all 1 NaN, 1 +inf, 2 -inf of 256 values)")]

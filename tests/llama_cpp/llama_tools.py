@@ -46,6 +46,9 @@ FILE_TYPES = [
     ("Q4_0", True, "f32"), ("Q4_K_M", True, "f32"), ("Q2_K", True, "f32"), ("IQ4_XS", True, "f32"),
     ("TQ1_0", False, "f32"), ("TQ2_0", False, "f32"), ("MXFP4_MOE", False, "moe"),
     ("Q4_K_M", False, "f16"), ("Q8_0", False, "f16"), ("Q6_K", False, "f16"),
+    ("Q1_0", False, "f32"), ("Q2_0", False, "f32"),
+    # NVFP4 is no llama-quantize file type (0.25.3: "invalid ftype"), only a per-tensor override
+    ("Q8_0 --tensor-type attn_q=nvfp4 --tensor-type ffn_up=nvfp4", False, "f32"),
 ]
 SOURCES = {"f32": {}, "f16": {"f16": True}, "moe": {"experts": 4}}
 
@@ -143,11 +146,15 @@ def newer_ggml():
 
 @functools.lru_cache(maxsize=None)
 def quantized_file(file_type: str, with_imatrix: bool, source: str = "f32") -> tuple[Path, subprocess.CompletedProcess]:
-    out = workdir() / f"tiny-{file_type}{'-imatrix' if with_imatrix else ''}-{source}.gguf"
-    args = [tool("llama-quantize")]
+    """llama-quantize SOURCE OUT FTYPE; ``file_type`` may carry options after the type (``Q8_0 --tensor-type
+    attn_q=nvfp4``), passed before the paths."""
+    ftype, *options = file_type.split()
+    stem = "_".join([ftype] + [o.split("=")[-1] for o in options if "=" in o])
+    out = workdir() / f"tiny-{stem}{'-imatrix' if with_imatrix else ''}-{source}.gguf"
+    args = [tool("llama-quantize")] + options
     if with_imatrix:
         args += ["--imatrix", imatrix_file()]
-    proc = run(args + [source_model(source), out, file_type, 2])
+    proc = run(args + [source_model(source), out, ftype, 2])
     return out, proc
 
 

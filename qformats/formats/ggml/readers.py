@@ -84,7 +84,9 @@ def _gguf_py() -> Decode:
     from importlib.metadata import version
 
     def decode(name: str, rows: np.ndarray) -> np.ndarray:
-        qtype = gguf.GGMLQuantizationType[name.upper()]
+        qtype = gguf.GGMLQuantizationType.__members__.get(name.upper())
+        if qtype is None:
+            raise LookupError(f"gguf-py {version('gguf')} does not know the type {name}")
         try:
             out = gguf_dequantize(np.ascontiguousarray(rows, np.uint8), qtype)
         except NotImplementedError:

@@ -49,6 +49,8 @@ def _with_counts(err: QFormatsError, layer: Any) -> QFormatsError:
         return err
     kinds = ((int(np.count_nonzero(np.isnan(arr))), "NaN"), (int(np.count_nonzero(arr == np.inf)), "+inf"),
              (int(np.count_nonzero(arr == -np.inf)), "-inf"))
+    if sum(n for n, _ in kinds) < 2:
+        return err                       # the one value is named already
     said = ", ".join(f"{n:,} {what}" for n, what in kinds if n)
     counted = f"{said} of {arr.size:,} values"
     message = f"{err.message[:-1]}; in all {counted})" if err.message.endswith(")") else f"{err.message} ({counted})"

@@ -102,13 +102,15 @@ def _read_cases() -> Iterator[Case]:
 
 
 def _signed_zero_case() -> Case:
-    """Negative and -0 ``d`` over sub-blocks 0 and 2 whose codes are 0 and whose m is 0: ``dj * 0`` is -0.0
-    and ``mj = +0``, so ``y = -0 - +0`` is -0.0 (KC-2.4); a decoder adding a zero matrix flips it."""
+    """Negative and -0 ``d``, positive ``dmin``; sub-blocks 0 and 2 hold codes 0 and m = 0 (sub-block 4 m = 0
+    too): ``dj * q`` is -0.0 there and ``mj = +0``, so ``y = -0 - +0`` is -0.0 (KC-2.4); a decoder adding a zero
+    matrix flips it."""
     case_id = "q4_k/read/signed_zeros_negative_d"
     rng = _rng(case_id)
     blk = _blocks(case_id, "negative").reshape(-1, BLOCK_BYTES)
     nb = blk.shape[0]
     blk[::2, 0:2] = _fp16_bytes(np.full(nb // 2, -0.0, np.float16))
+    blk[:, 2:4] = _fp16_bytes(rng.uniform(2.0 ** -10, 1.0, nb).astype(np.float16))    # dmin > 0: mj = +0 where m = 0
     sc, m = rng.integers(1, 64, (nb, 8), dtype=np.uint8), rng.integers(0, 64, (nb, 8), dtype=np.uint8)
     m[:, [0, 2, 4]] = 0
     blk[:, SCALES_OFFSET:SCALES_OFFSET + 12] = pack_scales(sc, m)
