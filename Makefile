@@ -41,10 +41,12 @@ demo: $(DEMO_STAMP)
 # is printed), as does any failed install.
 TEST_ENV = QFORMATS_GGML_LIB=$(abspath $(GGML_LIB)) QFORMATS_GGML_VERSION=$(GGML_VERSION) QFORMATS_CHROMIUM=$(CHROMIUM)
 test: $(BIN)/python
-	@{ nice -n 10 $(MAKE) --no-print-directory llama-cpp > $(VENV)/llama-cpp-make.log 2>&1; echo $$? > $(VENV)/llama-cpp-make.rc; } & \
+	@{ t0=$$(date +%s); nice -n 10 $(MAKE) --no-print-directory llama-cpp > $(VENV)/llama-cpp-make.log 2>&1; \
+	   echo $$? > $(VENV)/llama-cpp-make.rc; echo "llama.cpp: ready after $$(( $$(date +%s) - t0 )) s" >> $(VENV)/llama-cpp-make.log; } & \
 	$(MAKE) --no-print-directory $(STAMP) real-subjects ggml-oracle browser || { wait; exit 1; }; \
 	$(TEST_ENV) $(BIN)/python -m pytest -q --ignore=tests/llama_cpp; rc=$$?; \
 	echo "waiting for the llama.cpp build (make llama-cpp, log: $(VENV)/llama-cpp-make.log)"; wait; \
+	tail -1 $(VENV)/llama-cpp-make.log; \
 	if [ "$$(cat $(VENV)/llama-cpp-make.rc)" != 0 ]; then tail -30 $(VENV)/llama-cpp-make.log; \
 	  echo "make test: the llama.cpp build failed"; exit 1; fi; \
 	$(TEST_ENV) QFORMATS_LLAMA_CPP=$(abspath $(LLAMA))/build $(BIN)/python -m pytest -q tests/llama_cpp || exit 1; \

@@ -21,7 +21,7 @@ from html import escape
 from typing import Any
 
 from .clauses import Clause
-from .matrix import FAILING, Matrix, Row, case_tags, primary_clause
+from .matrix import Matrix, Row, case_tags, primary_clause
 
 __all__ = ["page"]
 

@@ -191,11 +191,16 @@ def convert(path: str, out: str, *, to: str, source_version: str | None = None,
         stage = Path(tempfile.mkdtemp(prefix=f".{dst.name}.", dir=dst.parent))  # same filesystem: rename works
         try:
             _write_converted(ckpt, stage, converted, target)
-            single_file = Path(path).is_file()
-            os.replace(stage / Path(path).name if single_file else stage, dst)
+            os.replace(stage / Path(path).name if _single_file(ckpt) else stage, dst)
         finally:
             shutil.rmtree(stage, ignore_errors=True)
     return {"layers": len(layers)}
+
+
+def _single_file(ckpt: Checkpoint) -> bool:
+    """One .safetensors file given: the output is one file. A directory, or a shard index given by its
+    file name, is a whole checkpoint: the output is a directory (its shards, index and configs)."""
+    return Path(ckpt.path).is_file() and ckpt.kind != "sharded"
 
 
 def _write_converted(ckpt: Checkpoint, stage: Path, converted: dict[str, np.ndarray], target: str) -> None:
@@ -209,7 +214,7 @@ def _write_converted(ckpt: Checkpoint, stage: Path, converted: dict[str, np.ndar
         header = ckpt.headers[file]
         save_file({k: np.ascontiguousarray(v) for k, v in tensors.items()}, str(stage / Path(file).name),
                   metadata=header.metadata)
-    if not Path(ckpt.path).is_dir():
+    if _single_file(ckpt):
         return
     for item in src_root.iterdir():
         if item.is_file() and not item.name.endswith(".safetensors"):

@@ -218,3 +218,31 @@ def test_one_of_a_thing_is_singular(tmp_path, capsys):
         out = capsys.readouterr().out
         assert "1 error," in out and "1 errors" not in out and "1 layers" not in out, out
     assert "on 1 layer:" in out
+
+
+def test_convert_given_a_shard_index_writes_the_whole_checkpoint(tmp_path, capsys):
+    """PATH naming a *.safetensors.index.json converts the sharded checkpoint into a directory (a fuzz
+    finding: it raised FileNotFoundError looking for the index in the staged output)."""
+    import shutil
+    from pathlib import Path
+
+    from safetensors.numpy import load_file, save_file
+
+    src = Path(__file__).resolve().parents[1] / SAMPLE
+    ckpt = tmp_path / "ckpt"
+    shutil.copytree(src, ckpt)
+    tensors = load_file(str(ckpt / "model.safetensors"))
+    (ckpt / "model.safetensors").unlink()
+    names = sorted(tensors)
+    shards = {"model-00001-of-00002.safetensors": names[:4], "model-00002-of-00002.safetensors": names[4:]}
+    for shard, members in shards.items():
+        save_file({n: tensors[n] for n in members}, str(ckpt / shard))
+    index = ckpt / "model.safetensors.index.json"
+    index.write_text(json.dumps({"metadata": {"total_size": sum(t.nbytes for t in tensors.values())},
+                                 "weight_map": {n: s for s, members in shards.items() for n in members}}))
+    out = tmp_path / "out"
+    assert main(["convert", str(index), "--to", "gptq_v2", "-o", str(out)]) == 0
+    assert sorted(p.name for p in out.iterdir() if p.suffix in (".safetensors", ".json")) == sorted(
+        [*shards, "model.safetensors.index.json", "config.json"])
+    capsys.readouterr()
+    assert main(["validate", str(out)]) == 0

@@ -4,7 +4,7 @@ with a time and memory limit per case.
     python tests/fuzz/fuzz.py --cases 100000 [--seed S] [--jobs J] [--commands validate,decode,...]
     python tests/fuzz/fuzz.py --replay INDEX [--seed S] [--commands ...]   # rebuild one case, run it
 
-Case ``i`` runs command ``commands[i % len(commands)]`` (commands.py holds the contract: outputs new,
+Each case draws its command from ``--commands`` (commands.py holds the contract: outputs new,
 existing and symbolic links into the input, ``validate --jobs N`` against one process).
 
 Each worker process runs cases one after another in its own interpreter (the command in-process),
@@ -208,6 +208,7 @@ def run(cases: int, seed: int, jobs: int, limit_s: float, memory_mib: int, findi
     started = time.monotonic()
     last_print = started
     hang_s = max(3 * limit_s, limit_s + 2)
+    startup_s = max(120.0, 4 * hang_s)     # a fresh worker imports qformats first: slow on a loaded machine
 
     def launch(j: int, indices: range) -> None:
         current = ctx.Value("q", -1, lock=False)
@@ -250,12 +251,12 @@ def run(cases: int, seed: int, jobs: int, limit_s: float, memory_mib: int, findi
             now = time.monotonic()
             if current.value != seen[0]:
                 seen[:] = [current.value, now]
-            elif now - seen[1] > hang_s or not proc.is_alive():
-                index = current.value
+            elif now - seen[1] > (hang_s if current.value >= 0 else startup_s) or not proc.is_alive():
+                index, alive = current.value, proc.is_alive()
                 proc.kill()
                 proc.join()
-                outcome = "HANG" if now - seen[1] > hang_s else f"EXCEPTION:worker-died-{proc.exitcode}"
-                outcome = f"{commands[index % len(commands)]} {outcome}" if index >= 0 else outcome
+                outcome = "HANG" if alive else f"EXCEPTION:worker-died-{proc.exitcode}"
+                outcome = f"{make_case(seed, index, commands).command} {outcome}" if index >= 0 else outcome
                 counts[outcome] += 1
                 bugs.append((index, outcome, f"worker stopped answering in case {index}"))
                 if not quiet:

@@ -573,6 +573,8 @@ def make_case(seed: int, index: int, commands: tuple[str, ...] = ("validate",)) 
     case.entry = case.entry or _entry(rng, case)
     case.deep = rng.random() < 0.25
     case.fmt = rng.choice(["auto"] * 8 + ["gptq", "spqr", "q4_k"])
-    case.command = commands[index % len(commands)]   # every command an equal share, in turn
+    # Drawn apart from the case's own draws, and not by index modulo: fuzz workers take every jobs-th
+    # index, so a modulo would give each worker only some of the commands.
+    case.command = random.Random(f"{seed}:{index}:command").choice(commands)
     case.invocation = _invocation(rng, case, case.command, is_gguf)
     return case

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import commands
@@ -126,3 +127,27 @@ def test_harness_sees_a_replaced_output(monkeypatch, tmp_path):
     inv = commands.Invocation(command="decode", names=["model.layers.0.mlp.down_proj"], output="existing")
     target = FIXTURES / "checkpoints/gptq_v1_sym_4bit"
     assert commands.run(inv, str(target), target, tmp_path)[0] == "CONTRACT:replaced-existing-output"
+
+
+def test_awq_shaped_layer_gets_the_same_answer_in_every_process_count(tmp_path):
+    """A fuzz finding (seed 79, case 4567): one AWQ-shaped layer beside a GPTQ one was a warning with one
+    process and a whole-checkpoint refusal in the worker that held only it. QF-5.2 is now decided on the
+    whole checkpoint, and the warning is per layer, so jobs=1 and jobs=2 agree."""
+    import shutil
+
+    from safetensors.numpy import load_file, save_file
+
+    ckpt = tmp_path / "ckpt"
+    shutil.copytree(FIXTURES / "checkpoints/gptq_v2_asym_3bit_actorder", ckpt)
+    tensors = load_file(str(ckpt / "model.safetensors"))
+    name = "model.layers.0.self_attn.q_proj"
+    qweight = tensors[f"{name}.qweight"]                                  # (K * 3 / 32, N) = (12, 64)
+    tensors[f"{name}.qweight"] = np.zeros((qweight.shape[1] * 2, qweight.shape[1] * 3 // 32), np.int32)
+    save_file(tensors, str(ckpt / "model.safetensors"))
+    answers = []
+    for jobs in (1, 2):
+        report = validate(str(ckpt), jobs=jobs)
+        answers.append((report.verdict, [(f.code, f.tensor, f.message) for f in report.findings]))
+    assert answers[0] == answers[1]
+    assert answers[0][1] == [("checkpoint.layer.unsupported", name, f"'{name}' has AWQ-shaped qweight (packed "
+                                                                    "along the output axis); not decoded as GPTQ")]

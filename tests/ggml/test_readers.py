@@ -1,4 +1,4 @@
-"""GGML-7.3: ``qformats conformance checkpoint FILE.gguf`` judges real readers on the file's own tensors.
+"""GGML-5.5: ``qformats conformance checkpoint FILE.gguf`` judges real readers on the file's own tensors.
 
 The readers are judged against the reference decode, bit for bit (a NaN matches a NaN). A reader that
 decodes a tensor differently is "wrong" with the count of weights; one that raises or lacks the type
@@ -104,7 +104,7 @@ def test_a_missing_library_file_is_not_judged(monkeypatch, tmp_path):
 
 @pytest.mark.parametrize("path", [SAMPLE, NAN_SAMPLE])
 def test_the_pinned_ggml_and_gguf_py_decode_the_samples_as_the_spec_says(path):
-    """GGML-7.3 on the bundled samples: the NaN-scale file's NaN block decodes to NaN in every reader."""
+    """GGML-5.5 on the bundled samples: the NaN-scale file's NaN block decodes to NaN in every reader."""
     table = check_checkpoint(path)
     if "not judged" == table["readers"]["ggml_oracle"]["verdict"]:
         pytest.skip("QFORMATS_GGML_LIB is not set (make test sets it)")

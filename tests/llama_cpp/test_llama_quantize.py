@@ -184,7 +184,7 @@ def test_source_model_is_valid_and_loads(source):
 
 @functools.lru_cache(maxsize=None)
 def readers(file_type: str, with_imatrix: bool, source: str) -> dict:
-    """``qformats conformance checkpoint``'s reader verdicts on the file (GGML-7.3)."""
+    """``qformats conformance checkpoint``'s reader verdicts on the file (GGML-5.5)."""
     from conformance.checkpoint import check_checkpoint
 
     r = quantized(file_type, with_imatrix, source)
@@ -193,10 +193,10 @@ def readers(file_type: str, with_imatrix: bool, source: str) -> dict:
 
 @CASES
 def test_conformance_checkpoint_names_the_real_readers(file_type, with_imatrix, source):
-    """GGML-7.3: llama.cpp's ggml, the pinned ggml and gguf-py decode every tensor of the file as the spec
+    """GGML-5.5: llama.cpp's ggml, the pinned ggml and gguf-py decode every tensor of the file as the spec
     says; transformers is listed as not judged (it decodes through gguf-py)."""
     verdicts = readers(file_type, with_imatrix, source)
-    # gguf-py 0.19.0 has no q1_0 decoder and no q2_0 at all; ggml 0.10.1 has no q2_0 (GGML-7.3)
+    # gguf-py 0.19.0 has no q1_0 decoder and no q2_0 at all; ggml 0.10.1 has no q2_0 (GGML-5.5)
     lacking = {"Q1_0": {"gguf_py"}, "Q2_0": {"gguf_py", "ggml_oracle"}}.get(file_type, set())
     assert verdicts == {"ggml_oracle": "correct", "llama_cpp": "correct", "gguf_py": "correct",
                         "transformers": "not judged"} | {name: "cannot read" for name in lacking}

@@ -1,7 +1,7 @@
 """Real GGUF readers, judged on a file's own tensors (``qformats conformance checkpoint FILE.gguf``).
 
 GGML-2.2 makes the decoders normative and bit-exact: a GGUF tensor means one thing, whoever wrote it,
-so a reader is judged against the reference decode alone (GGML-7.3). Each reader that is installed
+so a reader is judged against the reference decode alone (GGML-5.5). Each reader that is installed
 decodes every block tensor (and F16/BF16 tensor) of the file, a slice of rows at a time; its float32
 output is compared bit for bit with the reference's (a NaN matches any NaN: GGML-2.2 fixes where NaN
 comes out, not its payload). A reader that lacks a type "cannot read" it; one that is not installed
@@ -157,7 +157,7 @@ def _loaded() -> dict[str, Decode | Unavailable]:
 
 
 def reader_rows(ckpt: Any, groups: list) -> list[dict[str, Any]]:
-    """One row per decoded tensor of a GGUF checkpoint: every reader's status on it (GGML-7.3)."""
+    """One row per decoded tensor of a GGUF checkpoint: every reader's status on it (GGML-5.5)."""
     if getattr(ckpt, "kind", None) != "gguf":
         return []
     decoders = _loaded()

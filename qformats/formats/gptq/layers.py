@@ -112,23 +112,41 @@ def check(ckpt: Any, layers: list[LayerGroup], deep: bool,
                                    deep=deep)  # a GPTQ decode is finite by construction (GPTQ-3.7)
         findings += more
         rows.append(row)
-    if awq and not rows:
+    if awq and _all_awq_shaped(ckpt):
         raise fail("checkpoint.format.unsupported", "qweight", "packed along the input axis (GPTQ-2.3)",
-                   f"AWQ layout (qweight packed along the output axis) in all {len(awq)} layers")
-    if awq:
-        findings.append(finding("checkpoint.layer.unsupported", "warning", f"{len(awq)} layers have AWQ-shaped "
-                                f"qweight (packed along the output axis), first '{awq[0]}'; not decoded as GPTQ",
-                                tensor=awq[0]))
+                   f"AWQ layout (qweight packed along the output axis) in all {len(awq)} "
+                   f"layer{'s' if len(awq) > 1 else ''}")
+    # One warning per layer, not one per call: validate --jobs N checks the layers in N processes, and the
+    # findings they send back must be those of one process (QF-5.1).
+    findings += [finding("checkpoint.layer.unsupported", "warning", f"'{name}' has AWQ-shaped qweight (packed "
+                         "along the output axis); not decoded as GPTQ", tensor=name) for name in awq]
     return rows, findings
 
 
+def _all_awq_shaped(ckpt: Any) -> bool:
+    """Every GPTQ module of the whole checkpoint (not only this worker's share) is AWQ-shaped, by its
+    header shapes: then the checkpoint is another format, not a GPTQ one with odd layers (QF-5.2)."""
+    from ...validate import group_layers     # validate imports this module: resolved at call time
+
+    def shape(group: LayerGroup, suffix: str) -> tuple[int, ...] | None:
+        name = group.tensors.get(suffix)
+        return tuple(ckpt.tensor_info(name).shape) if name else None
+
+    groups = [g for g in group_layers(ckpt.tensor_names(), ckpt.config)[0] if g.format == "gptq"]
+    return bool(groups) and all(_awq_shapes(shape(g, "qweight"), shape(g, "scales")) for g in groups)
+
+
 def _awq_shaped(t: dict[str, np.ndarray]) -> bool:
-    """AWQ packs qweight (K, N*b/32) along the output axis; GPTQ (K*b/32, N) along the input (QF-5.2)."""
     qweight, scales = t.get("qweight"), t.get("scales")
-    if qweight is None or scales is None or qweight.ndim != 2 or scales.ndim != 2:
+    return _awq_shapes(None if qweight is None else qweight.shape, None if scales is None else scales.shape)
+
+
+def _awq_shapes(qweight: tuple[int, ...] | None, scales: tuple[int, ...] | None) -> bool:
+    """AWQ packs qweight (K, N*b/32) along the output axis; GPTQ (K*b/32, N) along the input (QF-5.2)."""
+    if qweight is None or scales is None or len(qweight) != 2 or len(scales) != 2:
         return False
-    n = scales.shape[1]
-    return n > 0 and qweight.shape[1] != n and qweight.shape[1] * 32 % n == 0 and qweight.shape[1] * 32 // n in (2, 3, 4, 8)
+    n = scales[1]
+    return n > 0 and qweight[1] != n and qweight[1] * 32 % n == 0 and qweight[1] * 32 // n in (2, 3, 4, 8)
 
 
 def decode(ckpt: Any, group: LayerGroup, *, source_version: str | None = None, reader: str | None = None,
