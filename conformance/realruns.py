@@ -62,6 +62,17 @@ def _ggml_types() -> tuple[list[str], list[str]]:
     return ([bt.name for bt in types], [bt.name for bt in types if bt.quantize is not None and not bt.requires_importance])
 
 
+def _absent_from(module) -> set[str]:
+    """Block types newer than the ggml library the adapter loads (BlockType.since, e.g. q2_0 from 0.25.3):
+    that library has no functions for them, so they are not its subjects (spec/ggml.md's type table)."""
+    from qformats.formats.ggml.cases import subject_types
+
+    if not module.__name__.endswith(".ggml"):
+        return set()
+    have = tuple(int(p) for p in module.version()[0].split(".")[:3])
+    return {bt.name for bt in subject_types() if bt.since and tuple(int(p) for p in bt.since.split(".")) > have}
+
+
 def subjects(real_python: str | None, reference: bool) -> tuple[list[Subject], list[str]]:
     """The subjects to run, and why any library is left out."""
     from .adapters import ggml as ggml_adapter
@@ -78,10 +89,11 @@ def subjects(real_python: str | None, reference: bool) -> tuple[list[Subject], l
             return
         out.append(Subject(f"{module.__name__}:q4_k_dequantize", "q4_k", "dequantize", py))
         out.append(Subject(f"{module.__name__}:q4_k_quantize", "q4_k", "quantize", py))
+        absent = _absent_from(module)
         out.extend(Subject(f"{module.__name__}:{name}_dequantize", name, "dequantize", py)
-                   for name in decoders if hasattr(module, f"{name}_dequantize"))
+                   for name in decoders if hasattr(module, f"{name}_dequantize") and name not in absent)
         out.extend(Subject(f"{module.__name__}:{name}_quantize", name, "quantize", py)
-                   for name in encoders if hasattr(module, f"{name}_quantize"))
+                   for name in encoders if hasattr(module, f"{name}_quantize") and name not in absent)
 
     library(ggml_adapter, bool(os.environ.get("QFORMATS_GGML_LIB")),
             "ggml: QFORMATS_GGML_LIB is not set (make ggml-oracle builds the library)")

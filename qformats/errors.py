@@ -202,7 +202,19 @@ CODES: dict[str, tuple[str, str]] = {
 
 # Values in messages come from hostile files: repr() of a 900-deep JSON list raises RecursionError and
 # of a 4M-element one is megabytes. reprlib cuts depth, length and long items with "...".
-_BRIEF = reprlib.Repr()
+class _Brief(reprlib.Repr):
+    """reprlib dispatches on the type's name, so a list subclass (the JSON reader's JsonObject) would print
+    as '<JsonObject instance at 0x...>': no content, and an address that differs per process (the same
+    finding from two --jobs workers then differs). Subclasses of the containers print as their base."""
+
+    def repr1(self, x: Any, level: int) -> str:
+        for base in (list, tuple, dict):
+            if isinstance(x, base) and type(x) is not base:
+                return getattr(self, f"repr_{base.__name__}")(x, level)
+        return super().repr1(x, level)
+
+
+_BRIEF = _Brief()
 _BRIEF.maxlevel, _BRIEF.maxlist, _BRIEF.maxtuple, _BRIEF.maxdict = 4, 12, 12, 12
 _BRIEF.maxstring, _BRIEF.maxother, _BRIEF.maxlong = 300, 300, 80
 

@@ -16,7 +16,7 @@ def test_schema_command_prints_the_gptq_schema(capsys):
 
 def test_unknown_format_is_exit_2_without_traceback(capsys):
     """Exit 2: could not run (bad usage), with a one-line message and no traceback."""
-    assert main(["schema", "awq"]) == 2
+    assert main(["schema", "exl2"]) == 2
     err = capsys.readouterr().err
     assert "'format' must be one of" in err and "Traceback" not in err
 
@@ -50,7 +50,8 @@ def test_version():
 def test_schema_without_argument_is_one_json_document(capsys):
     """`qformats schema` prints one object keyed by format, valid JSON as a whole."""
     assert main(["schema"]) == 0
-    assert set(json.loads(capsys.readouterr().out)) == {"gptq", "q4_k", "spqr", "gguf"}
+    assert set(json.loads(capsys.readouterr().out)) == {"gptq", "q4_k", "spqr", "gguf", "awq",
+                                                             "compressed_tensors"}
 
 
 def test_broken_pipe_is_not_an_internal_error():

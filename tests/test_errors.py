@@ -48,3 +48,12 @@ def test_actual_values_are_bounded_in_depth_and_length():
     assert format_actual(list(range(10**6))) == "[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, ...]"
     assert format_actual([1, 2, 3]) == "[1, 2, 3]"
     assert format_actual("x" * 5000) == "x" * 300 + "... (5000 characters)"
+
+
+def test_brief_shows_a_json_object_by_its_content_not_its_address():
+    """A JSON object from a hostile index reads as its pairs in a message, the same in every process."""
+    from qformats.containers.safetensors import JsonObject
+    from qformats.errors import brief
+
+    assert brief(JsonObject([("weight_map", 1)])) == "[('weight_map', 1)]"
+    assert brief(JsonObject([(str(i), i) for i in range(20)])).endswith(", ...]")
