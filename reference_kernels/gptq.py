@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import torch
 import triton
 import triton.language as tl
@@ -98,6 +99,34 @@ def _check(t: dict[str, torch.Tensor], bits: int, group_size: int) -> None:
     gi = t["g_idx"]
     if gi.numel() and (int(gi.min()) < 0 or int(gi.max()) >= g):   # bounds before any kernel reads by it
         raise fail("gptq.g_idx.range", "g_idx", f"in [0, {g})", f"{int(gi.min())}..{int(gi.max())}")
+    _check_group_sizes(gi, g, k if group_size == -1 else group_size)
+    bad = ~torch.isfinite(t["scales"])
+    if bool(bad.any()):                                             # GPTQ-3.5: before any launch reads them
+        first = [int(i) for i in torch.nonzero(bad)[0]]
+        raise fail("gptq.scales.nonfinite", "scales", "finite float16",
+                   f"{float(t['scales'][tuple(first)])} at {first} ({int(bad.sum())} non-finite)")
+
+
+def _check_group_sizes(g_idx: torch.Tensor, groups: int, gs: int) -> None:
+    """GPTQ-5.2: every group holds gs rows, the last K - gs (G - 1); the row tiling relies on it."""
+    k = g_idx.shape[0]
+    counts = torch.bincount(g_idx.long(), minlength=groups)
+    want = torch.full((groups,), gs, dtype=counts.dtype, device=counts.device)
+    if groups:
+        want[-1] = k - gs * (groups - 1)
+    if not torch.equal(counts, want):
+        first = int(torch.nonzero(counts != want)[0])
+        raise fail("gptq.g_idx.group_sizes", "g_idx", f"{gs} rows per group, the last {k - gs * (groups - 1)}",
+                   f"{int(counts[first])} rows in group {first}")
+
+
+def _default_g_idx(qweight: Any, bits: int, group_size: int) -> Any:
+    """GPTQ-2.1 / KC-1.3: a layer without g_idx reads as row i in group i // gs (all rows in group 0 for -1)."""
+    k = int(qweight.shape[0]) * 32 // bits if bits in (2, 3, 4, 8) else 0
+    rows = np.arange(k, dtype=np.int32)
+    g_idx = np.zeros(k, np.int32) if group_size == -1 or not isinstance(group_size, int) or group_size <= 0 \
+        else rows // group_size
+    return torch.from_numpy(g_idx).to(qweight.device) if isinstance(qweight, torch.Tensor) else g_idx
 
 
 def _zero_fields(qzeros: torch.Tensor, bits: int, n: int) -> torch.Tensor:
@@ -113,6 +142,8 @@ def _zero_fields(qzeros: torch.Tensor, bits: int, n: int) -> torch.Tensor:
 def prepare(qweight: Any, qzeros: Any, scales: Any, g_idx: Any, *, bits: int, group_size: int,
             version: str) -> tuple[Prepared, Inputs]:
     """Check the layer (shapes, g_idx range, v1 all-ones fields) and reorder its rows by group."""
+    if g_idx is None:
+        g_idx = _default_g_idx(qweight, bits, group_size)
     inputs = Inputs(qweight=qweight, qzeros=qzeros, scales=scales, g_idx=g_idx)
     t = inputs.t
     _check(t, bits, group_size)

@@ -30,6 +30,7 @@ import triton
 import triton.language as tl
 
 from qformats.errors import fail
+from qformats.formats.spqr.checks import check_layer
 
 from ._arrays import Inputs
 
@@ -87,6 +88,11 @@ def _decode(inputs: Inputs, m: int, n: int) -> tuple[torch.Tensor, torch.Tensor]
     cv = cv.view(torch.int32) if cv.dtype != torch.float32 else cv.to(torch.int32)
     if entries and bool(((cv & 0xFFFF) >= n).any()):               # no read or write past the row
         raise fail("spqr.outliers.column_range", "col_vals", f"columns < {n}", int((cv & 0xFFFF).max()))
+    # The content rules no launch depends on for memory safety (SPQR-2.3..2.5 statistics and reserved bits,
+    # SPQR-3.4..3.6 values and PTCSR layout, SPQR-4.2, SPQR-7.3): the reference's own checks on host copies,
+    # so this kernel is a validating decoder (KC-4.2). A load-time cost: a serving kernel checks a layer once.
+    check_layer({name: t[name].cpu().numpy() for name in ("dense_weights", "row_offsets", "col_vals", "in_perm")},
+                m=m, n=n)
     acc = torch.empty((m, n), dtype=torch.float32, device=inputs.device)
     _dense_kernel[(m // TILE, n // TILE)](t["dense_weights"], acc, n)
     _outlier_kernel[(m,)](ro, cv, acc, n, PTCSR=ptcsr)
