@@ -307,10 +307,20 @@ def _outcome_kind(doc: dict[str, Any]) -> str:
     counts = Counter(c["status"] for c in doc["cases"])
     total = len(doc["cases"])
     if counts["error"] == total:
-        kinds = {re.sub(r"^the subject raised: ([A-Za-z_.]+).*$", r"\1", c.get("detail", ""), flags=re.S)[:60]
-                 for c in doc["cases"]}
-        return "error on every case" + (f" (`{kinds.pop()}`)" if len(kinds) == 1 else "")
+        return "error on every case" + _one_error_kind(doc["cases"])
+    info = doc.get("case_info", {})
+    conforming = [c for c in doc["cases"] if info.get(c["id"], {}).get("expect", "values") == "values"]
+    if conforming and len(conforming) < total and all(c["status"] == "error" for c in conforming):
+        # KC-3.1 counts any exception as a rejection, so a subject that raises on every call passes the
+        # must-reject cases: it decodes nothing, and its row must not read as a partial pass.
+        return "cannot decode this type: error on every conforming case" + _one_error_kind(conforming)
     return "conforms" if not counts["fail"] and not counts["error"] else "does not conform"
+
+
+def _one_error_kind(cases: list[dict[str, Any]]) -> str:
+    kinds = {re.sub(r"^the subject raised: ([A-Za-z_.]+).*$", r"\1", c.get("detail", ""), flags=re.S)[:60]
+             for c in cases}
+    return f" (`{kinds.pop()}`)" if len(kinds) == 1 else ""
 
 
 def _identical(doc: dict[str, Any]) -> str:
@@ -343,8 +353,9 @@ def _result_words(doc: dict[str, Any], *, each: bool = False) -> str:
         extra = "".join(f", {counts[s]} {s}" for s in ("warning", "expected-failure", "not-applicable") if counts[s])
         verdict = "**conforms** on every type" if each else "**conforms**"
         return f"{verdict}: {counts['pass']}/{total}{' each' if each else ''}{extra}{_identical(doc)}{_level_words(doc)}"
-    if kind.startswith("error on every case"):
-        return kind
+    if kind.startswith(("error on every case", "cannot decode this type")):
+        rejected = counts["pass"]
+        return kind + (f"; its {rejected} passes are rejections of must-reject cases (KC-3.1)" if rejected else "")
     by_clause = Counter(primary_clause(c) for c in doc["cases"] if c["status"] in FAILING)
     where = ", ".join(f"{clause} ×{n}" for clause, n in sorted(by_clause.items(), key=lambda kv: -kv[1]))
     bad = ", ".join(f"{counts[s]} {s}" for s in FAILING if counts[s])

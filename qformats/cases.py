@@ -27,7 +27,7 @@ from typing import Literal
 
 import numpy as np
 
-__all__ = ["Case", "case_bytes", "case_digest", "READ_OPS", "Expect", "judge_blocks"]
+__all__ = ["Case", "case_bytes", "case_digest", "READ_OPS", "Expect", "judge_blocks", "judge_packed"]
 
 READ_OPS = ("dequantize", "matmul")
 Expect = Literal["values", "reject", "informative"]
@@ -106,3 +106,38 @@ def judge_blocks(case: Case, arrays, kind: str, expected: np.ndarray, *, check, 
         return "warning", f"valid blocks ({conforming}), but RMS error {mine:.4g} is over {QUALITY_FACTOR:g}x " \
                           f"the reference encoder's {ref:.4g}"
     return "pass", f"valid blocks (conforming, {conforming}), not byte-identical; RMS error {mine:.4g} (reference {ref:.4g})"
+
+
+def judge_packed(arrays, kind: str, wanted: tuple[str, ...], *, decode, expected: np.ndarray,
+                 reference_packed) -> tuple[str, str]:
+    """A packer's answer (GPTQ-3, AWQ-3.2, CT-3.2): a mapping of the ``wanted`` tensors that ``decode``
+    accepts and decodes to ``expected`` exactly. Byte identity with ``reference_packed()`` (the
+    reference packer's mapping, built only for a conforming answer) is reported as the higher level;
+    a tensor of another dtype holding the same values is named, never called byte-identical."""
+    from .errors import QFormatsError
+
+    missing = [name for name in wanted if name not in arrays]
+    if kind != "mapping" or missing:
+        return "error", f"returned a {kind} without {', '.join(missing) or 'named tensors'}; expected a mapping " \
+                        f"of {', '.join(wanted)}"
+    try:
+        decoded = np.ascontiguousarray(decode({name: arrays[name] for name in wanted}))
+    except QFormatsError as err:
+        return "fail", f"wrote a non-conforming layer: {err}"
+    bad = decoded != expected
+    if bad.any():
+        i = tuple(int(v) for v in np.argwhere(bad)[0])
+        return "fail", (f"{int(bad.sum())} / {bad.size} weights decode differently; first at {list(i)}: "
+                        f"{decoded[i]!r}, expected {expected[i]!r}")
+    return "pass", "decodes to the reference values" + _identity(arrays, reference_packed(), wanted)
+
+
+def _identity(arrays, own: Mapping[str, np.ndarray], wanted: tuple[str, ...]) -> str:
+    """'; bytes identical to the reference packer', the tensors whose dtype alone differs, or nothing."""
+    got = {name: np.ascontiguousarray(arrays[name]) for name in wanted}
+    if not all(got[n].shape == own[n].shape and np.array_equal(got[n], own[n]) for n in wanted):
+        return ""
+    other = [f"{n} {got[n].dtype}, reference {own[n].dtype}" for n in wanted if got[n].dtype != own[n].dtype]
+    if other:
+        return f"; the reference packer's values in another dtype ({'; '.join(other)})"
+    return "; bytes identical to the reference packer"

@@ -153,3 +153,64 @@ def test_every_nonconforming_case_is_rejected_by_the_reference_with_its_clause()
                 decoders[case.format](**case.inputs, **case.params)
             clause = err.value.clause
             assert clause == case.clauses[0] or {clause, case.clauses[0]} <= general, (case.id, clause)
+
+
+# -- judge_packed: one judge for every packer (GPTQ-3, AWQ-3.2, CT-3.2) ------------------------------------
+
+def _awq_pack_case():
+    from qformats.formats.awq import cases as awq_cases
+    return next(c for c in awq_cases.cases() if c.id == "awq_gemm/pack/g32")
+
+
+def _awq_reference_packed(case):
+    from qformats.formats import awq
+    return {k: np.asarray(v) for k, v in awq.pack(case.inputs["codes"], case.inputs["zeros"], case.inputs["scales"],
+                                                    group_size=32).tensors.items()}
+
+
+def test_judge_packed_calls_the_reference_packers_bytes_identical():
+    from qformats.formats.awq import cases as awq_cases
+    case = _awq_pack_case()
+    assert awq_cases.judge_pack(case, "pack", _awq_reference_packed(case), "mapping") == \
+        ("pass", "decodes to the reference values; bytes identical to the reference packer")
+
+
+def test_judge_packed_names_a_tensor_of_another_dtype_never_byte_identical():
+    """GPTQ readers take g_idx in any integer dtype: int64 holds the same values, not the same bytes."""
+    case = next(c for c in gptq_cases.cases() if c.id == "gptq_v2/pack/b4_asym_g32_trivial")
+    arrays = gptq_cases._packed(dict(case.inputs), 4, 32, "v2")
+    arrays["g_idx"] = arrays["g_idx"].astype(np.int64)
+    assert gptq_cases.judge_pack(case, "pack", arrays, "mapping") == \
+        ("pass", "decodes to the reference values; the reference packer's values in another dtype "
+                 "(g_idx int64, reference int32)")
+
+
+def test_judge_packed_reports_a_missing_tensor_as_an_error():
+    from qformats.formats.awq import cases as awq_cases
+    case = _awq_pack_case()
+    arrays = _awq_reference_packed(case)
+    del arrays["qzeros"]
+    assert awq_cases.judge_pack(case, "pack", arrays, "mapping") == \
+        ("error", "returned a mapping without qzeros; expected a mapping of qweight, qzeros, scales")
+
+
+def test_judge_packed_reports_the_first_weight_that_decodes_differently():
+    from qformats.formats.awq import cases as awq_cases
+    from qformats.formats.awq.codec import pack_words, unpack_words
+    case = _awq_pack_case()
+    arrays = _awq_reference_packed(case)
+    codes = unpack_words(arrays["qweight"])
+    codes[0, 1] ^= 1                                      # one code of input row 0, output column 1
+    arrays["qweight"] = pack_words(codes)
+    status, detail = awq_cases.judge_pack(case, "pack", arrays, "mapping")
+    assert status == "fail" and detail.startswith("1 / 4096 weights decode differently; first at [1, 0]: ")
+
+
+def test_judge_packed_fails_a_layer_the_reader_rejects():
+    from qformats.formats.awq import cases as awq_cases
+    case = _awq_pack_case()
+    arrays = _awq_reference_packed(case)
+    arrays["scales"] = arrays["scales"].copy()
+    arrays["scales"][0, 0] = np.nan
+    status, detail = awq_cases.judge_pack(case, "pack", arrays, "mapping")
+    assert status == "fail" and detail.startswith("wrote a non-conforming layer: ") and "NaN" in detail

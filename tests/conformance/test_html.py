@@ -239,6 +239,26 @@ def test_readme_table_groups_block_types_by_outcome():
     assert len(lines) == 5                                      # qformats' own reference is not a real library
 
 
+def test_readme_table_says_a_subject_raising_on_every_call_cannot_decode_the_type():
+    """KC-3.1 counts any exception as a rejection, so a subject that raises on every call passes the
+    must-reject cases; its row says it cannot decode the type, not "5/16 pass"."""
+    cases = [case(f"v{i}", "error", detail="the subject raised: NotImplementedError: q1_0") for i in range(3)]
+    cases += [case("r0", "pass"), case("r1", "pass")]
+    doc = run("lib:q1_0_dequantize", "q1_0", "dequantize", cases, library=LIB_A)
+    doc["case_info"]["r0"]["expect"] = doc["case_info"]["r1"]["expect"] = "reject"
+    assert readme_table([doc]).splitlines()[2] == (
+        "| liba 1.0 | `lib:q1_0_dequantize` | q1_0 | dequantize | cannot decode this type: error on every "
+        "conforming case (`NotImplementedError`); its 2 passes are rejections of must-reject cases (KC-3.1) |")
+
+
+def test_readme_table_counts_a_partial_decoder_as_a_partial_pass():
+    """One conforming case decoded is not "cannot decode": the row keeps its counts."""
+    cases = [case("v0", "pass"), case("v1", "error", detail="the subject raised: ValueError: x"), case("r0", "pass")]
+    doc = run("lib:q1_0_dequantize", "q1_0", "dequantize", cases, library=LIB_A)
+    doc["case_info"]["r0"]["expect"] = "reject"
+    assert readme_table([doc]).splitlines()[2].endswith("| 2/3 pass, 1 error (failing clauses: GPTQ-3.2 ×1) |")
+
+
 def test_replace_section_rewrites_only_between_the_markers():
     text = f"before\n{BEGIN.format(source='x.json')}\nold table\n{END}\nafter\n"
     out = replace_section(text, "| new |\n", "results/real_libraries.json")

@@ -15,6 +15,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -139,9 +140,17 @@ def importance() -> dict[str, np.ndarray]:
 
 @functools.lru_cache(maxsize=None)
 def newer_ggml():
+    """llama.cpp's own ggml (0.25.3), loaded once; its version is asserted so a changed pin is seen."""
     from conformance.adapters.ggml import Library
 
-    return Library(tool("libggml-base.so"))
+    lib = Library(tool("libggml-base.so"))
+    assert lib.version()[0] == "0.25.3", lib.version()
+    return lib
+
+
+def seeded_rng(*key) -> np.random.Generator:
+    """A generator seeded by ``key``'s repr: the same rows on every machine and run."""
+    return np.random.default_rng(zlib.crc32(repr(key).encode()))
 
 
 @functools.lru_cache(maxsize=None)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import sys
-import zlib
 from pathlib import Path
 
 import numpy as np
@@ -21,7 +20,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "ggml"))
 
-from llama_tools import LLAMA, SKIP_REASON, newer_ggml  # noqa: E402
+from llama_tools import LLAMA, SKIP_REASON, newer_ggml, seeded_rng  # noqa: E402
 from qformats.errors import QFormatsError  # noqa: E402
 from qformats.formats import ggml  # noqa: E402
 from qformats.formats.ggml.cases import SCALE_CLASSES, random_blocks  # noqa: E402
@@ -35,13 +34,7 @@ NEW = ["nvfp4", "q1_0", "q2_0"]
 
 @pytest.fixture(scope="module")
 def newer():
-    lib = newer_ggml()
-    assert lib.version()[0] == "0.25.3"
-    return lib
-
-
-def _rng(*key) -> np.random.Generator:
-    return np.random.default_rng(zlib.crc32(repr(key).encode()))
+    return newer_ggml()
 
 
 def bits(a: np.ndarray) -> np.ndarray:
@@ -52,7 +45,7 @@ def bits(a: np.ndarray) -> np.ndarray:
 @pytest.mark.parametrize("scale_class", list(SCALE_CLASSES))
 def test_decoder_is_bit_identical_to_ggml_0_25_3(newer, name, scale_class):
     """LEG-9.2, LEG-10.2, MX-2.3 (GGML-2.2): random bytes of every scale class, 64 rows of 512, bit for bit."""
-    blocks = random_blocks(ggml.TYPES[name], _rng(name, scale_class), 64, 512, scale_class)
+    blocks = random_blocks(ggml.TYPES[name], seeded_rng(name, scale_class), 64, 512, scale_class)
     assert np.array_equal(bits(ggml.dequantize(name, blocks)), bits(newer.dequantize(name, blocks)))
 
 
@@ -61,7 +54,7 @@ def test_reference_encoder_is_byte_identical_to_ggml_0_25_3(newer, name):
     """LEG-9.4, LEG-10.4, MX-2.5 (GGML-4.4): quantize_<type> on 3 x 104 rows (ties, zero rows, inf/NaN,
     subnormals, magnitudes 1e-12 .. 1e12)."""
     for seed in range(3):
-        x = encoder_rows(_rng("ref", name, seed), 512)
+        x = encoder_rows(seeded_rng("ref", name, seed), 512)
         assert np.array_equal(ggml.quantize(name, x), newer.quantize(name, x)), seed
 
 
@@ -69,7 +62,7 @@ def test_reference_encoder_is_byte_identical_to_ggml_0_25_3(newer, name):
 def test_ggml_ignores_an_importance_vector(newer, name):
     """LEG-9.5, LEG-10.5, MX-2.5: quantize_<type> with quant_weights writes the bytes it writes without, which
     are qformats' reference bytes; so qformats refuses the vector (GGML-4.2) and loses nothing."""
-    rng = _rng("imatrix", name)
+    rng = seeded_rng("imatrix", name)
     x = encoder_rows(rng, 512)
     w = rng.gamma(2.0, 1.0, 512).astype(F32)
     assert np.array_equal(newer.quantize(name, x, importance=w), ggml.quantize(name, x))
@@ -82,7 +75,7 @@ def test_validity_agrees_with_ggml_validate_row_data(newer, name, capfd):
     """LEG-9.3, LEG-10.3, MX-2.4 (GGML-3.1): a row is refused by ggml 0.25.3 exactly when check_blocks refuses
     it: a non-finite d for q1_0 / q2_0, never for nvfp4."""
     bt = ggml.TYPES[name]
-    rng = _rng("validate", name)
+    rng = seeded_rng("validate", name)
     verdicts = set()
     for scale_class in ("random_bits", "nonfinite", "negative", "subnormal", "max"):
         for row in random_blocks(bt, rng, 16, 512, scale_class):
@@ -114,7 +107,7 @@ def test_nvfp4_ue4m3_rounding_at_every_boundary(newer):
     carries, the clamp to 0x7E) get ggml's scale byte and codes, byte for byte."""
     amax = _amax_sweep()
     amax = np.resize(amax, -(-amax.size // 32) * 32)              # whole rows of 8 blocks
-    rng = _rng("ue4m3")
+    rng = seeded_rng("ue4m3")
     sub = (amax[:, None] * rng.uniform(-1, 1, (amax.size, 16))).astype(F32)
     sub[np.arange(amax.size), rng.integers(0, 16, amax.size)] = amax * rng.choice([F32(-1), F32(1)], amax.size)
     x = sub.reshape(-1, 512)
@@ -125,7 +118,7 @@ def test_nvfp4_ue4m3_rounding_at_every_boundary(newer):
 def test_extreme_block_maxima(newer, name):
     """LEG-9.4, LEG-10.4 (id = 1/d overflowing, the (int) of NaN and inf), MX-2.5: blocks whose maximum is a
     float32 subnormal, 2^-126 .. 2^-128, around float16's 65504, or FLT_MAX, with zeros, ties, NaN and inf."""
-    rng = _rng("extreme", name)
+    rng = seeded_rng("extreme", name)
     rows = []
     for scale in (1e-45, 1e-40, 2.0 ** -128, 2.0 ** -127, 2.0 ** -126, 1e-30, 1.0, 65504, 65520, 1e5, 3.4028235e38):
         with np.errstate(over="ignore"):        # 3.4e38 * a normal sample: inf, like the specials below

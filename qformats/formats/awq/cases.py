@@ -17,8 +17,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from ...cases import Case
-from ...errors import QFormatsError
+from ...cases import Case, judge_packed
 from . import codec
 
 __all__ = ["cases", "reference", "judge_pack", "FORMATS"]
@@ -74,19 +73,6 @@ def reference(case: Case) -> np.ndarray:
 def judge_pack(case: Case, op: str, arrays: dict[str, np.ndarray], kind: str) -> tuple[str, str]:
     """A packer's answer: a layer that decodes to ``s * (q - z)`` of its inputs (AWQ-3.2); byte identity
     with the reference packer reported as the higher level."""
-    missing = [name for name in TENSORS if name not in arrays]
-    if kind != "mapping" or missing:
-        return "error", f"returned a {kind} without {', '.join(missing) or 'named tensors'}; expected qweight, qzeros, scales"
-    try:
-        decoded = codec.dequantize({n: arrays[n] for n in TENSORS}, group_size=case.params["group_size"])
-    except QFormatsError as err:
-        return "fail", f"wrote a non-conforming layer: {err}"
-    expected = reference(case)
-    bad = decoded != expected
-    if bad.any():
-        i = tuple(int(v) for v in np.argwhere(bad)[0])
-        return "fail", f"{int(bad.sum())} / {bad.size} weights decode differently; first at {list(i)}: " \
-                       f"{decoded[i]!r}, expected {expected[i]!r}"
-    own = _packed(dict(case.inputs), case.params["group_size"])
-    same = all(np.array_equal(np.asarray(arrays[n]), own[n]) for n in TENSORS)
-    return "pass", f"decodes to the reference values{'; bytes identical to the reference packer' if same else ''}"
+    gs = case.params["group_size"]
+    return judge_packed(arrays, kind, TENSORS, decode=lambda layer: codec.dequantize(layer, group_size=gs),
+                        expected=reference(case), reference_packed=lambda: _packed(dict(case.inputs), gs))

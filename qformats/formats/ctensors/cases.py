@@ -17,8 +17,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from ...cases import Case
-from ...errors import QFormatsError
+from ...cases import Case, judge_packed
 from . import codec
 
 __all__ = ["cases", "reference", "judge_pack", "FORMATS"]
@@ -85,19 +84,6 @@ def judge_pack(case: Case, op: str, arrays: dict[str, np.ndarray], kind: str) ->
     """A packer's answer: tensors that decode to ``s * (q - zp)`` of its inputs (CT-3.2); byte identity with
     the reference packer (compressed-tensors' own layout) reported as the higher level."""
     wanted = OUTPUTS[:3] + (("weight_zero_point",) if "zero_points" in case.inputs else ())
-    missing = [n for n in wanted if n not in arrays]
-    if kind != "mapping" or missing:
-        return "error", f"returned a {kind} without {', '.join(missing) or 'named tensors'}; expected {', '.join(wanted)}"
-    try:
-        decoded = codec.dequantize({n: arrays[n] for n in wanted}, num_bits=case.params["num_bits"])
-    except QFormatsError as err:
-        return "fail", f"wrote a non-conforming layer: {err}"
-    expected = reference(case)
-    bad = decoded != expected
-    if bad.any():
-        i = tuple(int(v) for v in np.argwhere(bad)[0])
-        return "fail", f"{int(bad.sum())} / {bad.size} weights decode differently; first at {list(i)}: " \
-                       f"{decoded[i]!r}, expected {expected[i]!r}"
-    own = _packed(dict(case.inputs), case.params["num_bits"], case.params["group_size"])
-    same = all(np.array_equal(np.asarray(arrays[n]), own[n]) for n in wanted)
-    return "pass", f"decodes to the reference values{'; bytes identical to the reference packer' if same else ''}"
+    bits, gs = case.params["num_bits"], case.params["group_size"]
+    return judge_packed(arrays, kind, wanted, decode=lambda layer: codec.dequantize(layer, num_bits=bits),
+                        expected=reference(case), reference_packed=lambda: _packed(dict(case.inputs), bits, gs))

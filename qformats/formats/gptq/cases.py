@@ -31,7 +31,7 @@ from collections.abc import Iterator
 import numpy as np
 
 from ... import bits as bitpack
-from ...cases import Case
+from ...cases import Case, judge_packed
 from ...errors import QFormatsError
 from . import codec
 from .layout import BITS, n_groups
@@ -313,26 +313,11 @@ TENSORS = ("qweight", "qzeros", "scales", "g_idx")
 def judge_pack(case: Case, op: str, arrays: dict[str, np.ndarray], kind: str) -> tuple[str, str]:
     """A packer's answer: a conforming layer (spec reader, GPTQ-3) that decodes to ``s * (q - z)`` of its
     inputs exactly; bytes identical to the reference packer are reported as the higher level."""
-    missing = [name for name in TENSORS if name not in arrays]
-    if kind != "mapping" or missing:
-        return "error", f"returned a {kind} without {', '.join(missing) or 'named tensors'}; expected a mapping " \
-                        "of qweight, qzeros, scales, g_idx"
     version, bits, group_size = case.format.removeprefix("gptq_"), case.params["bits"], case.params["group_size"]
-    layer = {name: arrays[name] for name in TENSORS}
-    try:
-        decoded = np.ascontiguousarray(codec.dequantize(layer, bits=bits, version=version, group_size=group_size))
-    except QFormatsError as err:
-        return "fail", f"wrote a non-conforming layer: {err}"
-    expected = reference(case)
-    bad = decoded != expected
-    if bad.any():
-        i = tuple(int(v) for v in np.argwhere(bad)[0])
-        return "fail", (f"{int(bad.sum())} / {bad.size} weights decode differently; first at {list(i)}: "
-                        f"{decoded[i]!r}, expected {expected[i]!r}")
-    own = _packed(dict(case.inputs), bits, group_size, version)
-    same = all(np.array_equal(np.asarray(arrays[n]).view(np.uint8), own[n].view(np.uint8)) for n in TENSORS
-               if np.asarray(arrays[n]).dtype == own[n].dtype)
-    return "pass", f"decodes to the reference values{'; bytes identical to the reference packer' if same else ''}"
+    return judge_packed(arrays, kind, TENSORS,
+                        decode=lambda layer: codec.dequantize(layer, bits=bits, version=version, group_size=group_size),
+                        expected=reference(case),
+                        reference_packed=lambda: _packed(dict(case.inputs), bits, group_size, version))
 
 
 # -- named readings and known misreadings (spec/kernels.md KC-4.5, KC-5) -------------------------------
