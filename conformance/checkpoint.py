@@ -78,7 +78,9 @@ def _summary(rows: list[dict[str, Any]], name: str, description: str) -> dict[st
             "wrong_weights": sum(n for _, n in wrong), "unknowable_weights": lost,
             "worst": [{"layer": layer, "wrong_weights": n} for layer, n in wrong[:3]],
             "unreadable_because": by["cannot read"][0][1].get("detail") if by["cannot read"] else None,
-            "not_judged_because": by["not judged"][0][1].get("detail") if by["not judged"] else None}
+            "not_judged_because": by["not judged"][0][1].get("detail") if by["not judged"] else None,
+            "judged_at": sorted({v["judged_at"] for _, v in by["correct"] + by["wrong"]
+                                 if v.get("judged_at") not in (None, "float32")})}
 
 
 def _writers_of(rows: list[dict[str, Any]], claim: dict[str, Any] | None) -> list[str]:
@@ -127,8 +129,10 @@ def check_checkpoint(path: str) -> dict[str, Any]:
 def _reader_line(row: dict[str, Any], unit: str) -> str:
     verdict, total = row["verdict"], sum(row[k] for k in ("layers_correct", "layers_wrong", "layers_unreadable",
                                                           "layers_unknowable", "layers_not_judged"))
+    # a path whose weights are 16-bit floats is held to the reference rounded once to them (judge_readers)
+    at = f" (judged at {' and '.join(row['judged_at'])}, its weight precision)" if row.get("judged_at") else ""
     if verdict == "correct":
-        return f"correct in all {_plural(row['layers_correct'], unit)}" if total > 1 else "correct"
+        return (f"correct in all {_plural(row['layers_correct'], unit)}" if total > 1 else "correct") + at
     if verdict == "wrong":
         worst = row["worst"][0]
         what = (f"wrong in {_plural(row['wrong_weights'], 'weight')} of {_plural(row['layers_wrong'], unit)} "
@@ -148,7 +152,7 @@ def _reader_line(row: dict[str, Any], unit: str) -> str:
         extras.append(f"not judged in {_plural(row['layers_not_judged'], unit)}")
     if row["unknowable_weights"]:
         extras.append(f"{_plural(row['unknowable_weights'], 'weight')} overwritten by the writer")
-    return what + "".join(f"; {e}" for e in extras)
+    return what + "".join(f"; {e}" for e in extras) + (at if row["layers_correct"] or row["layers_wrong"] else "")
 
 
 def _writer_lines(table: dict[str, Any]) -> list[str]:

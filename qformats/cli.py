@@ -86,6 +86,11 @@ def _cmd_convert(args: argparse.Namespace) -> int:
     from .report import plural
 
     done = convert(args.path, args.output, to=args.to, source_version=args.source_version, reader=args.reader)
+    if "from" in done:                       # across formats (AWQ-4, CT-4)
+        from .convert import SOURCE_LABELS
+
+        print(f"converted {plural(done['layers'], SOURCE_LABELS[done['from']] + ' layer')} to {args.to}: {args.output}")
+        return 0
     how = f" as {args.reader} reads them" if args.reader else ""
     print(f"converted {plural(done['layers'], 'GPTQ layer')} to {args.to}{how}: {args.output}")
     return 0
@@ -230,12 +235,15 @@ def build_parser() -> argparse.ArgumentParser:
                           "GPTQModel-written v1 checkpoint with zero points 0; default: the spec reader")
     dec.add_argument("--force", action="store_true", help="replace OUT if it exists (default: refuse)")
     dec.set_defaults(run=_cmd_decode)
-    conv = sub.add_parser("convert", help="rewrite a GPTQ checkpoint's zeros as v2 (lossless) or v1")
-    conv.add_argument("path")
-    conv.add_argument("--to", required=True, choices=("gptq_v2", "gptq"))
+    conv = sub.add_parser("convert", help="rewrite a GPTQ checkpoint's zeros as v2 (lossless) or v1; convert "
+                                          "between GPTQ, AWQ GEMM and compressed-tensors pack-quantized (lossless)")
+    conv.add_argument("path", help="a GPTQ, AWQ GEMM or compressed-tensors checkpoint (directory or shard index; "
+                                   "a single .safetensors file for GPTQ v1 <-> v2)")
+    conv.add_argument("--to", required=True, choices=("gptq_v2", "gptq", "awq_gemm", "compressed_tensors"))
     conv.add_argument("-o", "--output", required=True)
     conv.add_argument("--source-version", choices=("v1", "v2"),
-                      help="what the stored zeros really are, overriding a wrong checkpoint_format label")
+                      help="GPTQ checkpoints: what the stored zeros really are, overriding a wrong checkpoint_format "
+                           "label")
     conv.add_argument("--reader", choices=_gptq_readers(),
                       help="--to gptq_v2 only: store the zero points this real reader uses (GPTQ-4.2), e.g. "
                            "gptqmodel to keep a GPTQModel-written v1 checkpoint's zero points 0")

@@ -18,6 +18,7 @@ from safetensors.numpy import save_file
 
 from .containers.checkpoint import Checkpoint, open_checkpoint
 from .containers.gguf import PLAIN_TYPES
+from .convert import ST_DTYPES, TARGETS, convert_across, source_format, write_safetensors
 from .errors import QFormatsError, fail
 from .formats import gptq
 from .formats.gptq.checks import checked_tensors
@@ -141,9 +142,15 @@ def _converted_config(raw: dict[str, Any], target: str) -> dict[str, Any]:
 VERSIONS = {"gptq_v2": "v2", "v2": "v2", "gptq": "v1", "gptq_v1": "v1", "v1": "v1"}
 
 
+def _gptq_label(version: str) -> str:
+    return "gptq_v2" if version == "v2" else "gptq"
+
+
 def convert(path: str, out: str, *, to: str, source_version: str | None = None,
-            reader: str | None = None) -> dict[str, int]:
+            reader: str | None = None) -> dict[str, Any]:
     """Re-express every GPTQ layer's zeros in the other version (GPTQ-7); config relabelled.
+    ``to="awq_gemm"`` / ``"compressed_tensors"``, or a GPTQ target for an AWQ GEMM or compressed-tensors
+    checkpoint, converts across formats (``qformats.convert``, AWQ-4, CT-4); the answer then says ``from``.
 
     v1 -> v2 is lossless; v2 -> v1 is refused, with the count, when a zero point is 0
     (GPTQ-7.2). ``source_version`` overrides the config's label for a mislabelled checkpoint
@@ -155,14 +162,19 @@ def convert(path: str, out: str, *, to: str, source_version: str | None = None,
     points 0 becomes the v2 checkpoint GPTQModel meant with ``reader="gptqmodel"``.
     """
     target = VERSIONS.get(to)
-    if target is None:
-        raise fail("argument.invalid", "to", "gptq_v2 or gptq", to)
+    if target is None and to not in TARGETS:
+        raise fail("argument.invalid", "to", "gptq_v2, gptq, awq_gemm or compressed_tensors", to)
     dst = _check_output(path, out)
     if dst.exists():
         raise fail("argument.invalid", "output", "a path that does not exist yet", str(out))
     with open_checkpoint(path) as ckpt:
         if ckpt.kind == "gguf":
-            raise fail("argument.invalid", "path", "a GPTQ safetensors checkpoint", "a GGUF file")
+            raise fail("argument.invalid", "path", "a GPTQ safetensors checkpoint" if target else
+                       "a GPTQ, AWQ GEMM or compressed-tensors safetensors checkpoint", "a GGUF file")
+        formats = {g.format for g in group_layers(ckpt.tensor_names(), ckpt.config)[0]}
+        if target is None or formats & {"awq", "ctensors"}:
+            return convert_across(ckpt, dst, to=to if target is None else _gptq_label(target),
+                                  source=source_format(ckpt), source_version=source_version, reader=reader)
         config = require_config(ckpt)
         source = VERSIONS.get(source_version or config.version)
         if source is None:
@@ -210,10 +222,11 @@ def _write_converted(ckpt: Checkpoint, stage: Path, converted: dict[str, np.ndar
         if not any(n in converted for n in names):  # untouched shard: the very same bytes
             shutil.copyfile(file, stage / Path(file).name)
             continue
-        tensors = {n: converted[n] if n in converted else ckpt.tensor(n) for n in names}
-        header = ckpt.headers[file]
-        save_file({k: np.ascontiguousarray(v) for k, v in tensors.items()}, str(stage / Path(file).name),
-                  metadata=header.metadata)
+        header = ckpt.headers[file]     # raw bytes: BF16/F8 tensors keep their dtype (NumPy reads them as uints)
+        write_safetensors(stage / Path(file).name, [
+            (n, ST_DTYPES[converted[n].dtype.name], converted[n].shape, converted[n]) if n in converted else
+            (n, header.tensors[n].dtype, tuple(header.tensors[n].shape), ckpt.tensor(n)) for n in names],
+            metadata=header.metadata)
     if _single_file(ckpt):
         return
     for item in src_root.iterdir():

@@ -1,8 +1,11 @@
 """Triton reference kernels: the second, independent implementation of every format (DESIGN.md §1).
 
-    from reference_kernels import gptq, q4_k, q5_k, q6_k, q8_0, spqr
+    from reference_kernels import awq, ctensors, gptq, q4_k, q5_k, q6_k, q8_0, spqr
     w = gptq.dequantize_v1(qweight=..., qzeros=..., scales=..., g_idx=..., bits=4, group_size=128)   # (out, in) float16
     y = gptq.matmul_v2(..., x=x)                                                                     # x @ W.T
+    w = awq.dequantize(qweight=..., qzeros=..., scales=..., group_size=128)     # AWQ GEMM, (out, in) float32
+    w = ctensors.dequantize(weight_packed=..., weight_scale=..., weight_shape=..., num_bits=3, group_size=-1)
+                                                # compressed-tensors pack-quantized, widths 1..8, (out, in) float32
 
 Entry points follow the conformance call contract (DESIGN.md §6) and take NumPy arrays or torch
 tensors on any device, returning the same kind. Without a CUDA device the kernels run in Triton's

@@ -9,7 +9,7 @@ import torch
 
 from qformats.errors import fail
 
-__all__ = ["Inputs", "checked_blocks"]
+__all__ = ["Inputs", "checked_blocks", "host_copy", "checked_group_size"]
 
 
 class Inputs:
@@ -42,3 +42,17 @@ def checked_blocks(blocks: torch.Tensor, rows: int, n: int, name: str, block: in
     if blocks.dtype != torch.uint8 or tuple(blocks.shape) != want:
         raise fail("ggml.blocks.shape", "blocks", f"uint8 of shape {want}", f"{blocks.dtype} {tuple(blocks.shape)}")
     return blocks
+
+
+def host_copy(a: Any) -> Any:
+    """What the NumPy checks read: a CPU copy of a device tensor (they refuse other devices), else ``a``."""
+    return a.detach().cpu() if isinstance(a, torch.Tensor) else a
+
+
+def checked_group_size(group_size: Any, clause: str) -> int:
+    """``-1`` or a positive integer (the call contract's ``clause``), before the format's own checks hold it
+    to ``K`` and the scales."""
+    if isinstance(group_size, bool) or not isinstance(group_size, (int, np.integer)) or \
+            (group_size != -1 and group_size <= 0):
+        raise fail("argument.invalid", "group_size", f"-1 or a positive integer ({clause})", group_size)
+    return int(group_size)

@@ -3,7 +3,7 @@
 import triton
 import triton.language as tl
 
-__all__ = ["dot_w"]
+__all__ = ["dot_w", "row_tile"]
 
 
 @triton.jit
@@ -13,3 +13,9 @@ def dot_w(acc, xt, w, FP16_W: tl.constexpr):
     if FP16_W:
         return acc + tl.dot(xt, w.to(tl.float16), out_dtype=tl.float32)
     return acc + tl.dot(xt.to(tl.float32), w, input_precision="ieee", out_dtype=tl.float32)
+
+
+def row_tile(group_rows: int) -> int:
+    """Rows per tile: the largest of 128, 64, 32, 16 dividing a group, so a tile lies in one group and loads
+    its scale once; 0 when none does (the kernel then gathers a group per row)."""
+    return next((bk for bk in (128, 64, 32, 16) if group_rows % bk == 0), 0)

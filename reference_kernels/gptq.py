@@ -36,7 +36,7 @@ import triton.language as tl
 from qformats.errors import fail
 
 from ._arrays import Inputs
-from ._tiles import dot_w
+from ._tiles import dot_w, row_tile
 
 __all__ = ["dequantize_v1", "dequantize_v2", "matmul_v1", "matmul_v2", "prepare", "Prepared", "dequantize_prepared",
            "matmul_prepared"]
@@ -76,7 +76,7 @@ class Prepared:
         self.has_perm = not torch.equal(self.perm, torch.arange(self.k, device=g.device))
         self.perm = self.perm.to(torch.int32).contiguous()
         contiguous = torch.arange(self.k, device=g.device) // self.group_rows
-        self.block_k = _row_tile(self.group_rows)
+        self.block_k = row_tile(self.group_rows)
         self.scalar_group = self.block_k > 0 and torch.equal(self.row_group.long(), contiguous)
         self.block_k = self.block_k or 32
         # |W| <= max|s| * maxq (|q - z| <= maxq for z in [0, maxq], v1 z <= maxq): float16 holds W when
@@ -292,6 +292,3 @@ def _matmul_kernel(x_ptr, qw_ptr, qz_ptr, sc_ptr, grp_ptr, perm_ptr, y_ptr, M, K
 
 BLOCK_N = 64
 
-
-def _row_tile(group_rows: int) -> int:
-    return next((bk for bk in (128, 64, 32, 16) if group_rows % bk == 0), 0)

@@ -4,7 +4,7 @@
 package ``__init__`` imports the whole quantization pipeline (``datasets`` ...), so only the modules
 used are imported from the unpacked sdist: ``awq.modules.linear.gemm`` and ``awq.utils.packing_utils``.
 Without the CUDA extension or Triton, ``WQLinear_GEMM.forward`` runs ``packing_utils.dequantize_gemm``
-(float16 ``(q - z) * s``), so the identity's forward is the decoded ``W^T``. ``pack`` is
+(float16 ``(q - z) * s``) and multiplies by it; ``dequantize`` calls that function itself. ``pack`` is
 ``WQLinear_GEMM.from_linear`` given a Linear whose weight is exactly ``s * (q - z)`` (float32), with
 ``scales``/``zeros`` (G, out) as AutoAWQ's quantizer hands them over.
 """
@@ -50,11 +50,14 @@ def _module(qweight, qzeros, scales, group_size):
 
 
 def dequantize(*, qweight, qzeros, scales, group_size):
+    """``packing_utils.dequantize_gemm`` on the module's tensors: the decode its CPU forward multiplies by.
+    Not the forward of an identity: that sum turns every -0.0 of the decode into +0.0 (KC-2.4)."""
     import torch
 
-    module, k, n = _module(qweight, qzeros, scales, group_size)
+    module, _, _ = _module(qweight, qzeros, scales, group_size)    # its constructor's checks (gemm.py:132)
     with torch.no_grad():
-        return module(torch.eye(k, dtype=torch.float16)).reshape(k, n).t().contiguous()
+        w = GEMM.dequantize_gemm(module.qweight, module.qzeros, module.scales, module.w_bit, module.group_size)
+    return w.t().contiguous()
 
 
 def matmul(*, qweight, qzeros, scales, group_size, x):

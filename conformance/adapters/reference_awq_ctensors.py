@@ -26,7 +26,8 @@ def _ct_layer(weight_packed, weight_scale, weight_shape, weight_zero_point):
 
 
 def ctensors_dequantize(*, weight_packed, weight_scale, weight_shape, num_bits, group_size, weight_zero_point=None):
-    return ctensors.dequantize(_ct_layer(weight_packed, weight_scale, weight_shape, weight_zero_point), num_bits=num_bits)
+    return ctensors.dequantize(_ct_layer(weight_packed, weight_scale, weight_shape, weight_zero_point), num_bits=num_bits,
+                               group_size=group_size)
 
 
 def ctensors_matmul(*, weight_packed, weight_scale, weight_shape, num_bits, group_size, x, weight_zero_point=None):

@@ -101,10 +101,14 @@ def test_decoder_without_input_checks_conforms_only_at_decoder_level(wrap):
     assert {c.clause for c in failed.values()} == set(GPTQ_RULES)
 
 
-@pytest.mark.parametrize(("fn", "fmt"), [("gptq_dequantize_v1", "gptq_v1"), ("spqr_dequantize", "spqr")])
+@pytest.mark.parametrize(("fn", "fmt"), [("conformance.reference:gptq_dequantize_v1", "gptq_v1"),
+                                         ("conformance.reference:spqr_dequantize", "spqr"),
+                                         ("conformance.adapters.reference_awq_ctensors:awq_dequantize", "awq_gemm"),
+                                         ("conformance.adapters.reference_awq_ctensors:ctensors_dequantize",
+                                          "ctensors_pack")])
 def test_reference_is_a_validating_decoder(fn, fmt):
     """KC-4.2: the reference rejects every non-conforming input the suite holds."""
-    result = run_kernel(f"conformance.reference:{fn}", fmt=fmt, op="dequantize", pattern=r"/(invalid|read/third)/|zero0|nonfinite",
+    result = run_kernel(fn, fmt=fmt, op="dequantize", pattern=r"/(invalid|read/third)/|zero0|nonfinite",
                         declaration=SubjectDeclaration(level="validating"), jobs=1)
     level = result.level()
     assert result.conforms and level["reached"] == "validating" and level["unenforced"] == [] and level["validation_cases"] > 2

@@ -29,7 +29,26 @@ def _real(entry: str, fmt: str, op: str) -> dict:
 def test_compressed_tensors_decompress_conforms():
     """PackedQuantizationCompressor.decompress: every width 1..8, sym/asym, group/channel, straddling rows."""
     report = _real("conformance.adapters.compressed_tensors:dequantize", "ctensors_pack", "dequantize")
-    assert report["counts"]["pass"] == len(report["cases"]) == 48
+    status = {c["id"]: c["status"] for c in report["cases"]}
+    invalid = {i for i in status if "/invalid/" in i}
+    assert len(status) == 58 and len(invalid) == 8
+    assert all(status[i] == "pass" for i in status if i not in invalid)     # 48 read + 2 signed-zero cases
+    # It decodes NaN and inf scales (CT-3.3 unenforced) and rejects every malformed shape, dtype and width.
+    assert {i for i in invalid if status[i] != "pass"} == {"ctensors_pack/read/invalid/b4_asym_g32_scales_nan",
+                                                          "ctensors_pack/read/invalid/b4_asym_g32_scales_inf"}
+    assert report["level"]["reached"] == "decoder" and report["level"]["unenforced"] == ["CT-3.3"]
+
+
+def test_autoawq_dequantize_gemm_conforms_as_a_decoder():
+    """packing_utils.dequantize_gemm: every read and signed-zero case; it decodes NaN/inf scales, float32 scales
+    and int64 qweight (AWQ-2.1, AWQ-3.3 unenforced) and fails on the other malformed layers."""
+    report = _real("conformance.adapters.autoawq:dequantize", "awq_gemm", "dequantize")
+    status = {c["id"]: c["status"] for c in report["cases"]}
+    decoded = {f"awq_gemm/read/invalid/g32_{name}" for name in ("scales_nan", "scales_inf", "scales_float32",
+                                                                  "qweight_int64")}
+    assert len(status) == 13 and {i for i, s in status.items() if s != "pass"} == decoded
+    assert {status[i] for i in decoded} == {"not-applicable"}
+    assert report["level"]["reached"] == "decoder" and report["level"]["unenforced"] == ["AWQ-2.1", "AWQ-3.3"]
 
 
 def test_autoawq_gemm_pack_is_byte_identical_where_it_runs():

@@ -25,6 +25,8 @@ COMMANDS = ("validate", "inspect", "decode", "convert", "conformance", "read_lay
 OUTPUTS = ("new", "existing", "existing-force", "symlink-into-input", "inside-input")
 STAMP = b"an existing file the command must not replace\n"
 JSON_COMMANDS = ("validate", "conformance")                  # the commands with --json
+# convert's --to, chosen by a pseudo-option (default gptq_v2): every choice of the parser
+TO_OPTIONS = {"--to-v1": "gptq", "--to-awq": "awq_gemm", "--to-ct": "compressed_tensors"}
 
 
 @dataclass
@@ -74,8 +76,8 @@ def argv(inv: Invocation, target: str, out: Path) -> list[str]:
         return ["decode", target, *[a for n in inv.names or ["x"] for a in ("--tensor", n)], "-o", str(out),
                 *force, *inv.options]
     if inv.command == "convert":
-        return ["convert", target, "--to", "gptq_v2" if "--to-v1" not in inv.options else "gptq", "-o", str(out),
-                *[o for o in inv.options if o != "--to-v1"]]
+        to = next((TO_OPTIONS[o] for o in inv.options if o in TO_OPTIONS), "gptq_v2")
+        return ["convert", target, "--to", to, "-o", str(out), *[o for o in inv.options if o not in TO_OPTIONS]]
     raise ValueError(inv.command)
 
 
@@ -107,6 +109,15 @@ def _validate_jobs(target: str, inv: Invocation) -> tuple[str, str]:
     if one != many:
         return "CONTRACT:jobs-differ", f"jobs=1 {one}\njobs={inv.jobs} {many}"[:800]
     return (f"refused:{one[1]}" if one[0] == "refused" else one[0]), ""
+
+
+def sweep_one(inv: Invocation, target: Path, out_dir: Path) -> tuple[str, str]:
+    """(outcome, detail) of ``inv`` on one fixture, with any exception but QFormatsError as the outcome
+    ``EXCEPTION:<type>``: the bug the fixture sweeps look for."""
+    try:
+        return run(inv, str(target), target if target.is_dir() else target.parent, out_dir)
+    except Exception as exc:  # noqa: BLE001 -- any other exception is the bug a sweep looks for
+        return f"EXCEPTION:{type(exc).__name__}", str(exc)
 
 
 def run(inv: Invocation, target: str, case_dir: Path, out_dir: Path) -> tuple[str, str]:

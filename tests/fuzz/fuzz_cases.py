@@ -544,8 +544,8 @@ def _invocation(rng: random.Random, case: FuzzCase, command: str, is_gguf: bool)
             inv.options += ["--reader", rng.choice(READER_NAMES)]
     if command == "decode" and rng.random() < 0.05:
         inv.options.append("--permuted")
-    if command == "convert" and rng.random() < 0.2:
-        inv.options.append("--to-v1")
+    if command == "convert" and rng.random() < 0.4:
+        inv.options.append(rng.choice(["--to-v1", "--to-awq", "--to-ct"]))    # else gptq_v2 (TO_OPTIONS)
     return inv
 
 

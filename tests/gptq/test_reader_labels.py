@@ -115,3 +115,26 @@ def test_gguf_style_rows_use_tensors_and_every_status():
     assert "  c  cannot read it (type q1_0 unknown to it); correct in 1 tensor" in text
     assert "  d  unknowable in 1 tensor; correct in 1 tensor" in text
     assert "  e  not judged (not installed)" in text
+
+
+def test_checkpoint_text_says_the_precision_a_16_bit_reader_was_judged_at():
+    """judge_readers holds a path whose weights are float16 to the reference rounded once to float16; the
+    line says so, for correct and wrong alike, and a float32 reader's line says nothing of it."""
+    from conformance.checkpoint import _verdicts
+
+    rows = [{"layer": "model.q_proj", "readers": {
+                "f16": {"status": "correct", "judged_at": "float16"},
+                "bf16": {"status": "wrong", "wrong_weights": 2, "judged_at": "bfloat16"},
+                "f32": {"status": "correct", "judged_at": "float32"}}},
+            {"layer": "model.k_proj", "readers": {
+                "f16": {"status": "correct", "judged_at": "float16"},
+                "bf16": {"status": "correct", "judged_at": "bfloat16"},
+                "f32": {"status": "correct", "judged_at": "float32"}}}]
+    verdicts = _verdicts(rows, {name: name for name in ("f16", "bf16", "f32")}, None)
+    table = {"path": "ckpt", "verdict": "valid", "format": "awq", "errors": 0, "warnings": 0, "unit": "layer",
+             "writer": None, "verdicts": verdicts, "readers": verdicts[0]["readers"], "layers": rows}
+    text = to_text(table)
+    assert "  f16   correct in all 2 layers (judged at float16, its weight precision)" in text
+    assert ("  bf16  wrong in 2 weights of 1 layer (worst 2 in model.q_proj); correct in 1 layer "
+            "(judged at bfloat16, its weight precision)") in text
+    assert "  f32   correct in all 2 layers\n" in text + "\n"

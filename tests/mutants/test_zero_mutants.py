@@ -52,3 +52,38 @@ def test_positive_zero_decoder_fails_on_signed_zero_cases(name):
         ref = face.reference(case)
         if not (np.signbit(ref) & (ref == 0)).any():
             assert results[case.id].status == "pass", case.id
+
+
+class _PackedInProcess:
+    """AWQ GEMM or compressed-tensors: the reference decode of the call's tensors, then ``+ 0.0``."""
+
+    def __init__(self, decode) -> None:
+        self.decode = decode
+
+    def call(self, arrays, scalars) -> Answer:
+        w = self.decode(arrays, scalars) + np.float32(0)
+        return Answer("ok", arrays={"result": w}, dtypes={"result": "float32"})
+
+
+def _awq_decode(arrays, scalars):
+    from qformats.formats import awq
+    return awq.dequantize(dict(arrays), group_size=scalars["group_size"])
+
+
+def _ctensors_decode(arrays, scalars):
+    from qformats.formats import ctensors
+    return ctensors.dequantize(dict(arrays), num_bits=scalars["num_bits"], group_size=scalars["group_size"])
+
+
+@pytest.mark.parametrize(("face_name", "decode"), [("awq", _awq_decode), ("ctensors", _ctensors_decode)])
+def test_positive_zero_decoder_fails_awq_and_compressed_tensors_signed_zero_cases(face_name, decode):
+    """KC-2.4 for ``s * (q - z)`` (AWQ-3.1, CT-3.1): both signed_zeros cases fail, on the sign of zero only;
+    every other conforming read case passes."""
+    face, digests = FACES[face_name], pinned_digests()
+    cases = [c for c in face.cases() if c.expect == "values" and "dequantize" in c.ops]
+    results = {c.id: judge_case(c, "dequantize", face, SubjectDeclaration(), _PackedInProcess(decode), digests)
+               for c in cases}
+    failed = {i: r for i, r in results.items() if r.status != "pass"}
+    assert sorted(failed) == sorted(c.id for c in cases if "signed_zeros" in c.id) and len(failed) == 2
+    assert all(r.status == "fail" and r.clause == "KC-2.4" and "zeros of the wrong sign" in r.detail
+               for r in failed.values())

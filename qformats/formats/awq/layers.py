@@ -3,18 +3,22 @@ checked (AWQ-2, AWQ-3, AWQ-6), decoded, and judged against the emulated real rea
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
 
 from ...errors import QFormatsError, fail
 from ...findings import Finding, finding, from_error
-from ...layers import LayerGroup, Progress, decode_stats, load_layer, tick
+from ...layers import LayerGroup, Progress, ReaderValues, decode_stats, judge_readers, load_layer, tick
 from ...stats import Moments
 from .codec import checked_tensors, dequantize, unpack_words
 from .layout import PACK, AWQConfig, parse_config
 
-__all__ = ["ANCHOR", "SUFFIXES", "claims", "check", "decode", "reader_rows", "READERS", "refuse_other_layout"]
+__all__ = ["ANCHOR", "SUFFIXES", "claims", "check", "decode", "reader_rows", "READERS", "Reader",
+           "refuse_other_layout"]
 
 ANCHOR = "qweight"
 SUFFIXES = ("qweight", "qzeros", "scales", "bias")
@@ -113,31 +117,123 @@ def decode(ckpt: Any, group: LayerGroup, **_other_formats_options: Any) -> tuple
     return dequantize(t, group_size=config.group_size), "float32 (out, in), AWQ GEMM s * (q - z)"
 
 
+# -- emulated real readers (AWQ-7) ----------------------------------------------------------------------------
+# vLLM 0.33.0 (PyPI sdist vllm-0.33.0.tar.gz, sha256 f4c33c25...c74112, commit 4ba787ec9), read [source]:
+# AutoAWQConfig.get_quant_method (model_executor/layers/quantization/auto_awq.py) sends a Linear on CUDA to
+# AutoAWQMarlinLinearMethod -> choose_mp_linear_kernel when check_marlin_supported(uint4, group_size, zp) holds,
+# else to AutoAWQLinearMethod (ops.awq_dequantize / ops.awq_gemm: CUDA, or Triton with VLLM_USE_TRITON_AWQ=1,
+# which ROCm forces). choose_mp_linear_kernel tries Machete (SM 9.0 only) before Marlin (SM 7.5+).
+
+VLLM = "vLLM 0.33.0"
+
+
+def _exact(q: np.ndarray, z: np.ndarray, s: np.ndarray) -> np.ndarray:
+    """s * (q - z) in float32: exact (an 11-bit significand times an integer of at most 4 bits, AWQ-3.1)."""
+    return s.astype(np.float32) * (q.astype(np.float32) - z)
+
+
+def _float16_once(q: np.ndarray, z: np.ndarray, s: np.ndarray) -> np.ndarray:
+    return _exact(q, z, s).astype(np.float16).astype(np.float32)
+
+
+def _machete_zero_folded(q: np.ndarray, z: np.ndarray, s: np.ndarray) -> np.ndarray:
+    """Machete with zero points: ``-s * z`` rounded at load (transform_w_zp), then ``q * s`` rounded and the
+    two added and rounded in the kernel (machete_mainloop.cuh ConvertAndScaleWithZero): three roundings."""
+    s64 = s.astype(np.float64)
+    scaled = (q.astype(np.float64) * s64).astype(np.float16).astype(np.float64)
+    folded = (-(s64 * z)).astype(np.float16).astype(np.float64)
+    return (scaled + folded).astype(np.float16).astype(np.float32)        # the float64 sum is exact
+
+
+@dataclass(frozen=True)
 class Reader:
-    """An emulated real reader of AWQ GEMM tensors (AWQ-7): what it decodes, or why it cannot."""
+    """One real reader path of AWQ GEMM tensors (AWQ-7): which layers it refuses, in the tool's own words,
+    and the weights it computes from codes ``q``, zero points ``z`` and scales ``s`` (each ``(K, N)``)."""
 
-    def __init__(self, description: str, order: tuple[int, ...] | None, zero_offset: int, group_sizes=None):
-        self.description, self.order, self.zero_offset, self.group_sizes = description, order, zero_offset, group_sizes
+    description: str
+    refusal: Callable[[int, int, int, int], str | None]        # (K, N, config group size, rows per group)
+    weights: Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]      # float16 values, held in float32
+    channelwise_exact: bool = False     # group size -1: scales applied to the float32 accumulator, weights exact
 
-    def decode(self, t: dict[str, np.ndarray], group_size: int) -> np.ndarray:
-        if self.group_sizes is not None and group_size not in self.group_sizes:
-            raise fail("argument.invalid", "group_size", f"one of {self.group_sizes}", group_size)
-        order = self.order or (0, 1, 2, 3, 4, 5, 6, 7)
-        codes, zeros = unpack_words(t["qweight"], order=order), unpack_words(t["qzeros"], order=order)
-        k = codes.shape[0]
+    def why_not(self, k: int, n: int, group_size: int) -> str | None:
+        """Why this path cannot read a ``K x N`` layer of that config group size; None when it can."""
+        return self.refusal(k, n, group_size, k if group_size == -1 else group_size)
+
+    def decode(self, t: dict[str, np.ndarray], group_size: int) -> ReaderValues:
+        """The path's weights ``(N, K)`` for checked tensors, or ``argument.invalid`` with its refusal."""
+        k, n = t["qweight"].shape[0], t["scales"].shape[1]
+        reason = self.why_not(k, n, group_size)
+        if reason is not None:
+            raise fail("argument.invalid", "layer", "a layer this reader path implements (AWQ-7)", reason)
         rows = k if group_size == -1 else group_size
-        q = codes.reshape(k // rows, rows, -1).astype(np.float32)
-        q -= zeros.astype(np.float32)[:, None, :] + self.zero_offset
-        q *= t["scales"].astype(np.float32)[:, None, :]
-        return q.reshape(k, -1).T
+        q = unpack_words(t["qweight"])
+        z = np.repeat(unpack_words(t["qzeros"]), rows, axis=0)
+        s = np.repeat(t["scales"], rows, axis=0)
+        if self.channelwise_exact and group_size == -1:
+            return ReaderValues(_exact(q, z, s).T, "float32")
+        return ReaderValues(self.weights(q, z, s).T, "float16")
+
+
+def _reads_all(k: int, n: int, gs: int, rows: int) -> str | None:
+    return None
+
+
+def _marlin_refusal(k: int, n: int, gs: int, rows: int) -> str | None:
+    # marlin_utils._check_marlin_supported; tile-misaligned N and K are zero-padded (marlin_padded_nk)
+    if gs not in (-1, 32, 64, 128):
+        return f"Marlin does not support group_size = {gs}. Only group_sizes = [-1, 32, 64, 128] are supported."
+    return None
+
+
+def _machete_refusal(k: int, n: int, gs: int, rows: int) -> str | None:
+    # MacheteLinearKernel.can_implement: query_machete_supported_group_sizes, check_machete_supports_shape
+    if gs not in (-1, 64, 128):
+        return f"Group size ({gs}) not supported by Machete, supported group sizes are: [-1, 64, 128]"
+    if k % 64:
+        return f"Input features size must be divisible by 64 (in_features = {k})"
+    if n % 128:
+        return f"Output features size must be divisible by 128 (out_features = {n})"
+    return None
+
+
+def _awq_gemm_refusal(k: int, n: int, gs: int, rows: int) -> str | None:
+    # csrc/quantization/awq/gemm_kernels.cu awq_gemm, group size = in_features / scales rows
+    if n % 64:
+        return f"OC is not multiple of cta_N = 64 (OC = {n})"
+    if rows % 32:
+        return f"Group size should be a multiple of 32 (group size = {rows})"
+    if n % rows:
+        return f"OC is not multiple of Group size (OC = {n}, group size = {rows})"
+    return None
+
+
+def _awq_triton_refusal(k: int, n: int, gs: int, rows: int) -> str | None:
+    # awq_triton.py awq_dequantize_triton / awq_gemm_triton: group size = in_features / scales rows
+    if rows not in (32, 64, 128) and rows != k:
+        return (f"group_size in AWQ_TRITON_SUPPORTED_GROUP_SIZES [-1, 32, 64, 128] or group_size == K fails "
+                f"(group_size = {rows}, K = {k})")
+    return None
 
 
 READERS = {
-    "autoawq_gemm": Reader("AutoAWQ 0.2.9 WQLinear_GEMM, CPU path packing_utils.dequantize_gemm [run]",
-                           (0, 2, 4, 6, 1, 3, 5, 7), 0),
-    "vllm_awq_triton": Reader("vLLM awq_triton awq_dequantize_triton (reverse order 0 4 1 5 2 6 3 7; group sizes "
-                              "-1, 32, 64, 128 only) [source]", (0, 2, 4, 6, 1, 3, 5, 7), 0,
-                              group_sizes=(-1, 32, 64, 128)),
+    "autoawq_gemm": Reader("AutoAWQ 0.2.9 WQLinear_GEMM, CPU path packing_utils.dequantize_gemm: (q - z) * s in "
+                           "float16 [run]", _reads_all, _float16_once),
+    "vllm_awq_marlin": Reader(f"{VLLM} AutoAWQMarlinLinearMethod -> MarlinLinearKernel (CUDA SM 7.5+; on SM 9.0 "
+                              "only where Machete refuses): group sizes -1, 32, 64, 128; tile-misaligned shapes "
+                              "zero-padded; q - z exact, times s in float16 per group, channelwise (-1) scales "
+                              "applied to the float32 accumulator [source]", _marlin_refusal, _float16_once,
+                              channelwise_exact=True),
+    "vllm_awq_machete": Reader(f"{VLLM} AutoAWQMarlinLinearMethod -> MacheteLinearKernel (CUDA SM 9.0 only): group "
+                               "sizes -1, 64, 128, K % 64, N % 128; zero points folded as float16(-s * z), weight "
+                               "float16(float16(q * s) + that) [source]", _machete_refusal, _machete_zero_folded),
+    "vllm_awq_cuda": Reader(f"{VLLM} AutoAWQLinearMethod, CUDA ops.awq_gemm / awq_dequantize (CUDA when Marlin is not "
+                            "supported: group sizes outside -1, 32, 64, 128, or VLLM_BATCH_INVARIANT=1): awq_gemm "
+                            "(under 256 tokens) needs OC % 64, group % 32, OC % group; (q - z) then fma(., s, +0) "
+                            "in float16 [source]", _awq_gemm_refusal, _float16_once),
+    "vllm_awq_triton": Reader(f"{VLLM} AutoAWQLinearMethod with VLLM_USE_TRITON_AWQ=1 (forced on ROCm): "
+                              "awq_dequantize_triton / awq_gemm_triton (reverse order 0 4 1 5 2 6 3 7; group sizes "
+                              "32, 64, 128 or K); (q - z) * s in float16 [source]", _awq_triton_refusal,
+                              _float16_once),
 }
 
 
@@ -156,14 +252,7 @@ def reader_rows(ckpt: Any, layers: list[LayerGroup]) -> list[dict[str, Any]]:
             reference = dequantize(checked, group_size=gs)
         except QFormatsError:
             continue
-        row: dict[str, Any] = {"layer": group.name, "declared": "awq_gemm", "zeros_say": "awq_gemm", "readers": {}}
-        for name, reader in READERS.items():
-            try:
-                got = np.ascontiguousarray(reader.decode(checked, gs))
-            except QFormatsError as err:
-                row["readers"][name] = {"status": "cannot read", "detail": err.constraint or str(err)}
-                continue
-            wrong = int(np.count_nonzero(got != reference))
-            row["readers"][name] = {"status": "wrong" if wrong else "correct", "wrong_weights": wrong}
-        rows.append(row)
+        readers = {name: partial(reader.decode, checked, gs) for name, reader in READERS.items()}
+        rows.append({"layer": group.name, "declared": "awq_gemm", "zeros_say": "awq_gemm",
+                     "readers": judge_readers(readers, reference)})
     return rows

@@ -62,6 +62,67 @@ def cases() -> Iterator[Case]:
                            inputs=_packed(t, bits, group_size), params=params, clauses=clauses, features=feats, aux=t)
                 yield Case(id=f"ctensors_pack/pack/{cid}", format="ctensors_pack", ops=("pack",), inputs=t,
                            params=params, clauses=clauses + ("CT-3.2",), features=feats)
+    yield from _signed_zero_cases()
+    yield from _invalid_cases()
+
+
+def _signed_zero_cases() -> Iterator[Case]:
+    """KC-2.4: ``s * (q - zp)`` is -0.0 where q = zp and s < 0, and where s = +0 and q < zp (CT-3.1)."""
+    for kind in ("negative_scales", "zero_scales"):
+        t = _logical(f"ctensors_pack/signed_zeros_{kind}", 4, 96, 32, False, np.float16)
+        t["zero_points"][::2] = t["codes"][::2, :1]          # q = zp at column 0 of the even rows
+        t["zero_points"][1::2] = 7                           # q <= zp on the odd rows
+        if kind == "negative_scales":
+            t["scales"] = -t["scales"]
+        else:
+            t["scales"][1::2] = 0.0
+        yield Case(id=f"ctensors_pack/read/b4_asym_g32_signed_zeros_{kind}", format="ctensors_pack",
+                   ops=("dequantize",), inputs=_packed(t, 4, 32), params={"num_bits": 4, "group_size": 32},
+                   clauses=("KC-2.4", "CT-3.1"),
+                   features=("bits:4", "sym:false", "group_size:32", "scales:float16", "zeros:signed"), aux=t)
+
+
+# Non-conforming layers, one per MUST-reject rule (the validating level, KC-4.2): (name, clause, description).
+INVALID = (
+    ("scales_nan", "CT-3.3", "a NaN scale"),
+    ("scales_inf", "CT-3.3", "an infinite scale"),
+    ("scale_columns", "CT-2.2", "weight_scale with G + 1 columns for group size 32"),
+    ("group_size_not_dividing", "CT-2.2", "group size 40, which does not divide K = 96"),
+    ("packed_words", "CT-2.3", "weight_packed one word short of ceil(K b / 32)"),
+    ("zero_point_rows", "CT-2.5", "weight_zero_point one word row short of ceil(N b / 32)"),
+    ("packed_int64", "CT-2.1", "weight_packed stored as int64, not int32"),
+    ("num_bits_9", "CT-2.3", "num_bits 9: widths are 1 to 8"),
+)
+
+
+def _spoiled(tensors: dict[str, np.ndarray], name: str) -> tuple[dict[str, np.ndarray], dict[str, int]]:
+    """The 4-bit asymmetric g32 layer (K 96) with one rule broken; returns the tensors and the call's params."""
+    out = {k: np.array(v) for k, v in tensors.items()}
+    params = {"num_bits": 9 if name == "num_bits_9" else 4, "group_size": 40 if name == "group_size_not_dividing" else 32}
+    if name == "scales_nan":
+        out["weight_scale"][3, 1] = np.nan
+    elif name == "scales_inf":
+        out["weight_scale"][0, 2] = np.inf
+    elif name == "scale_columns":
+        out["weight_scale"] = np.ascontiguousarray(np.concatenate([out["weight_scale"], out["weight_scale"][:, -1:]], 1))
+    elif name == "packed_words":
+        out["weight_packed"] = np.ascontiguousarray(out["weight_packed"][:, :-1])
+    elif name == "zero_point_rows":
+        out["weight_zero_point"] = np.ascontiguousarray(out["weight_zero_point"][:-1])
+    elif name == "packed_int64":
+        out["weight_packed"] = out["weight_packed"].astype(np.int64)
+    return out, params
+
+
+def _invalid_cases() -> Iterator[Case]:
+    for name, clause, description in INVALID:
+        t = _logical(f"ctensors_pack/invalid/{name}", 4, 96, 32, False, np.float16)
+        tensors, params = _spoiled(_packed(t, 4, 32), name)
+        yield Case(id=f"ctensors_pack/read/invalid/b4_asym_g32_{name}", format="ctensors_pack",
+                   ops=("dequantize", "matmul"), inputs=tensors, params=params, clauses=(clause, "KC-4.2"),
+                   features=("bits:4", "sym:false", "group_size:32", "scales:float16", "input:nonconforming"),
+                   expect="reject", aux={**t, "nominal_shape": np.array([N, 96], np.int64)},
+                   description=f"non-conforming: {description} ({clause})")
 
 
 def logical_weight(t, bits: int) -> np.ndarray:
@@ -77,7 +138,9 @@ def logical_weight(t, bits: int) -> np.ndarray:
 def reference(case: Case) -> np.ndarray:
     if "pack" in case.ops:
         return logical_weight(case.inputs, case.params["num_bits"])
-    return codec.dequantize(dict(case.inputs), num_bits=case.params["num_bits"])
+    if case.expect == "reject":                                 # what the spoiled layer meant
+        return logical_weight(case.aux, 4)
+    return codec.dequantize(dict(case.inputs), num_bits=case.params["num_bits"], group_size=case.params["group_size"])
 
 
 def judge_pack(case: Case, op: str, arrays: dict[str, np.ndarray], kind: str) -> tuple[str, str]:

@@ -137,10 +137,12 @@ def _get(layer: Any, name: str) -> Any:
     return layer.get(name) if isinstance(layer, dict) else getattr(layer, name, None)
 
 
-def checked_tensors(layer: Any, num_bits: int) -> dict[str, Any]:
+def checked_tensors(layer: Any, num_bits: int, *, group_size: int | None = None) -> dict[str, Any]:
     """Tensors of one layer after the CT-2.1/2.2 dtype and shape checks and finite scales (CT-3.3).
 
     Returns the arrays plus ``out``, ``in``, ``groups`` and ``group_size`` (-1 for the channel strategy).
+    ``group_size`` (the config's; -1 for channel), when given, must divide ``in`` and fix the scale columns;
+    without it the columns alone imply the groups.
     """
     bits = check_num_bits(num_bits)
     for name in ("weight_packed", "weight_scale", "weight_shape"):
@@ -151,7 +153,8 @@ def checked_tensors(layer: Any, num_bits: int) -> dict[str, Any]:
     if n <= 0 or k <= 0:
         raise fail("tensor.shape", "weight_shape", "two positive sizes [out, in]", [n, k])
     packed = check_tensor("weight_packed", _get(layer, "weight_packed"), "int32", (n, packed_words(k, bits)))
-    scale = check_tensor("weight_scale", _get(layer, "weight_scale"), SCALE_DTYPES, None)
+    scale = check_tensor("weight_scale", _get(layer, "weight_scale"), SCALE_DTYPES,
+                         None if group_size is None else (n, _groups_of(k, group_size)))
     if scale.ndim != 2 or scale.shape[0] != n or scale.shape[1] <= 0 or k % scale.shape[1]:
         raise fail("tensor.shape", "weight_scale", f"of shape ({n}, G) with G dividing in_features {k} (CT-2.2)",
                    tuple(scale.shape))
@@ -182,10 +185,11 @@ def unpack(layer: Any, *, num_bits: int) -> tuple[np.ndarray, np.ndarray | None]
     return q.astype(np.int8), None if z is None else np.ascontiguousarray(z.astype(np.int8))
 
 
-def dequantize(layer: Any, *, num_bits: int) -> np.ndarray:
+def dequantize(layer: Any, *, num_bits: int, group_size: int | None = None) -> np.ndarray:
     """The weight ``(out, in)`` as float32: ``s * (q - zp)`` (``zp`` = 0 when symmetric), exact for float16
-    and bfloat16 scales and the correctly rounded float32 product for float32 scales (CT-3.1)."""
-    t = checked_tensors(layer, num_bits)
+    and bfloat16 scales and the correctly rounded float32 product for float32 scales (CT-3.1).
+    ``group_size`` as :func:`checked_tensors`."""
+    t = checked_tensors(layer, num_bits, group_size=group_size)
     q, z = unpack(layer, num_bits=num_bits)
     k, g = t["in"], t["groups"]
     if "weight_g_idx" in t:

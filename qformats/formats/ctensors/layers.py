@@ -4,18 +4,22 @@ against the emulated real readers (CT-7)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
 
 from ...errors import QFormatsError, fail
 from ...findings import Finding, finding, from_error
-from ...layers import LayerGroup, Progress, decode_stats, load_layer, tick
+from ...layers import (LayerGroup, NotEmulated, Progress, ReaderValues, decode_stats, judge_readers,
+                       load_layer, round_to, tick)
 from ...stats import Moments
 from . import codec
 from .layout import CTConfig, ModuleScheme, module_schemes, parse_config, target_matches
 
-__all__ = ["ANCHOR", "SUFFIXES", "check", "decode", "reader_rows", "READERS"]
+__all__ = ["ANCHOR", "SUFFIXES", "check", "decode", "reader_rows", "READERS", "Reader", "Layer"]
 
 ANCHOR = "weight_packed"
 SUFFIXES = ("weight_packed", "weight_scale", "weight_shape", "weight_zero_point", "weight_g_idx", "bias")
@@ -150,26 +154,199 @@ def decode(ckpt: Any, group: LayerGroup, **_other_formats_options: Any) -> tuple
     return w, f"float32 (out, in), pack-quantized int{scheme.num_bits} {'sym' if scheme.symmetric else 'asym'}"
 
 
+# -- emulated real readers (CT-7) -----------------------------------------------------------------------------
+# vLLM 0.33.0 (PyPI sdist vllm-0.33.0.tar.gz, sha256 f4c33c25...c74112, commit 4ba787ec9), read [source]:
+# CompressedTensorsConfig refuses actorder "group"/"dynamic"; CompressedTensorsWNA16 takes 2..8 bits (uintNbM
+# symmetric, uintN with zero points) and choose_mp_linear_kernel (kernels/linear/__init__.py) tries, on CUDA,
+# Machete (SM 9.0 only), Marlin (SM 7.5+), Conch and Humming (optional packages), Exllama, Triton W4A16.
+
+VLLM = "vLLM 0.33.0"
+WNA16_BITS = (2, 3, 4, 5, 6, 7, 8)
+
+
+@dataclass(frozen=True)
+class Layer:
+    """What a reader path is told about one layer: sizes, the config's scheme and the activation dtype
+    (vLLM's params dtype: the scales' dtype for 16-bit scales)."""
+
+    k: int
+    n: int
+    num_bits: int
+    symmetric: bool
+    group_size: int                 # -1: the channel strategy
+    actorder: str | None = None
+    act: str = "bfloat16"
+
+    @property
+    def quant_type(self) -> str:
+        """vLLM's ScalarType name: uintN with zero points, uintN b 2^(N-1) symmetric (WNA16_*_TYPES_MAP)."""
+        return f"uint{self.num_bits}" if not self.symmetric else f"uint{self.num_bits}b{1 << (self.num_bits - 1)}"
+
+
+def _wna16_refusal(layer: Layer) -> str | None:
+    """CompressedTensorsConfig._quantization_scheme_map and CompressedTensorsWNA16.__init__ (every vLLM path)."""
+    if layer.actorder in ("group", "dynamic"):
+        return (f"Compressed-tensors group/dynamic activation ordering (actorder={layer.actorder!r}) is no longer "
+                "supported.")
+    if layer.num_bits not in WNA16_BITS:
+        return f"Unsupported num_bits = {layer.num_bits}. Supported num_bits = {list(WNA16_BITS)}"
+    return None
+
+
+def _marlin_refusal(layer: Layer) -> str | None:
+    # MarlinLinearKernel.can_implement with query_marlin_supported_quant_types (integer types listed)
+    types = ["uint4b8", "uint8b128"] if layer.symmetric else ["uint4"]
+    if layer.quant_type not in types:
+        return f"Quant type ({layer.quant_type}) not supported by Marlin, supported types are: {types}"
+    if layer.group_size not in (-1, 32, 64, 128):
+        return (f"Group size ({layer.group_size}) not supported by Marlin, supported group sizes are: "
+                "[-1, 32, 64, 128]")
+    return None
+
+
+def _machete_refusal(layer: Layer) -> str | None:
+    # MacheteLinearKernel.can_implement, machete_utils
+    types = ["uint4b8", "uint8b128"] if layer.symmetric else ["uint4", "uint8"]
+    if layer.quant_type not in types:
+        return f"Quant type ({layer.quant_type}) not supported by Machete, supported types are: {types}"
+    if layer.group_size not in (-1, 64, 128):
+        return (f"Group size ({layer.group_size}) not supported by Machete, supported group sizes are: "
+                "[-1, 64, 128]")
+    if layer.k % 64:
+        return f"Input features size must be divisible by 64 (in_features = {layer.k})"
+    if layer.n % 128:
+        return f"Output features size must be divisible by 128 (out_features = {layer.n})"
+    return None
+
+
+def _exllama_refusal(layer: Layer) -> str | None:
+    # ExllamaLinearKernel.can_implement
+    if layer.n % (32 // layer.num_bits):
+        return ("Output features must be a multiple of the pack factor (32 / num_bits) so that we can correctly "
+                f"pack the zero points (out_features = {layer.n})")
+    if layer.act != "float16":
+        return f"Exllama only supports float16 activations (activations {layer.act})"
+    if layer.quant_type not in ("uint4b8", "uint8b128"):
+        return (f"Quant type ({layer.quant_type}) not supported by Exllama, supported types are: "
+                "['uint4b8', 'uint8b128']")
+    if layer.group_size <= 0:
+        return (f"Group size ({layer.group_size}) must be positive, Exllama does not support channelwise "
+                "quantization")
+    return None
+
+
+def _triton_refusal(layer: Layer) -> str | None:
+    # TritonW4A16LinearKernel.can_implement
+    if layer.quant_type not in ("uint4b8", "uint4"):
+        return f"Quant type {layer.quant_type} not supported; supported: ['uint4b8', 'uint4']"
+    if layer.n % 8:
+        return f"Output features ({layer.n}) must be divisible by 8 (8 int4 values packed per int32)"
+    if layer.group_size not in (-1, 32, 64, 128, 256) and layer.group_size != layer.k:
+        return f"Group size {layer.group_size} not supported; supported: [-1, 32, 64, 128, 256] or full K ({layer.k})"
+    return None
+
+
+def _round_once(diff: np.ndarray, s: np.ndarray, act: str) -> ReaderValues:
+    return ReaderValues(round_to(diff * s, act), act)
+
+
+def _marlin_values(diff: np.ndarray, s: np.ndarray, layer: Layer) -> ReaderValues:
+    # marlin_template.h: q - z exact, times s in the activation dtype per group (scale / __hmul2);
+    # channelwise scales multiply the float32 accumulator (scale_float), so the weights stay exact
+    return ReaderValues(diff * s) if layer.group_size == -1 else _round_once(diff, s, layer.act)
+
+
+def _machete_values(q: np.ndarray, z: np.ndarray | None, s: np.ndarray, layer: Layer) -> ReaderValues:
+    # machete_mainloop.cuh: q * s rounded; with zero points + round(-s * z) (transform_w_zp), rounded again
+    if z is None:
+        return _round_once(q, s, layer.act)
+    scaled, folded = round_to(q * s, layer.act), round_to(-(s * z), layer.act)
+    return ReaderValues(round_to(scaled + folded, layer.act), layer.act)
+
+
+def _not_emulated(*_: Any) -> ReaderValues:
+    raise NotEmulated("values not emulated: the kernel applies scales and zero points inside its dot products")
+
+
+@dataclass(frozen=True)
 class Reader:
-    """An emulated real reader of pack-quantized tensors (CT-7): the widths it reads; values as the spec."""
+    """One real reader path of pack-quantized tensors (CT-7): which layers it refuses, in the tool's own words,
+    and the weights it computes."""
 
-    def __init__(self, description: str, bits: tuple[int, ...], reads_g_idx: bool):
-        self.description, self.bits, self.reads_g_idx = description, bits, reads_g_idx
+    description: str
+    refusal: Callable[[Layer], str | None]
+    reads_g_idx: bool = True
+    values: str = "vllm"            # "once": (q - zp) * s rounded once to the scale dtype; "vllm": per kernel
+    kernel: str = ""
 
-    def decode(self, t: dict[str, np.ndarray], num_bits: int) -> np.ndarray:
-        if num_bits not in self.bits:
-            raise fail("argument.invalid", "num_bits", f"one of {self.bits}", num_bits)
-        if not self.reads_g_idx:
-            t = {k: v for k, v in t.items() if k != "weight_g_idx"}
-        return codec.dequantize(t, num_bits=num_bits)
+    def why_not(self, layer: Layer) -> str | None:
+        """Why this path cannot read the layer, as the tool says it; None when it can."""
+        if self.values == "once":
+            return None if layer.num_bits in codec.BITS else f"num_bits {layer.num_bits}"
+        return _wna16_refusal(layer) or self.refusal(layer)
+
+    def decode(self, t: dict[str, Any], layer: Layer) -> ReaderValues:
+        """The path's weights ``(out, in)`` for checked tensors, or ``argument.invalid`` with its refusal."""
+        reason = self.why_not(layer)
+        if reason is not None:
+            raise fail("argument.invalid", "layer", "a layer this reader path implements (CT-7)", reason)
+        q, z = codec.unpack(t, num_bits=layer.num_bits)
+        cols = (t["weight_g_idx"].astype(np.intp) if self.reads_g_idx and "weight_g_idx" in t
+                else np.arange(layer.k) // (layer.k // t["groups"]))
+        s = t["weight_scale"].astype(np.float64)[:, cols]
+        zk = None if z is None else z.astype(np.float64)[:, cols]
+        diff = q.astype(np.float64) - (0 if zk is None else zk)
+        if self.values == "once":
+            return _round_once(diff, s, layer.act)
+        if self.kernel == "marlin":
+            return _marlin_values(diff, s, layer)
+        if self.kernel == "machete":
+            unsigned = 1 << (layer.num_bits - 1)
+            return _machete_values(q + np.float64(unsigned) if zk is not None else q.astype(np.float64),
+                                   None if zk is None else zk + unsigned, s, layer)
+        return _not_emulated()
 
 
 READERS = {
-    "compressed_tensors": Reader("compressed-tensors 0.20.0 PackedQuantizationCompressor.decompress [run]",
-                                 codec.BITS, reads_g_idx=False),
-    "vllm_wna16": Reader("vLLM CompressedTensorsWNA16 (WNA16_SUPPORTED_BITS 4 and 8 only) [source]", (4, 8),
-                         reads_g_idx=True),
+    "compressed_tensors": Reader("compressed-tensors 0.20.0 PackedQuantizationCompressor.decompress: (q - zp) * s in "
+                                 "the scale dtype, weight_g_idx ignored [run]", lambda layer: None,
+                                 reads_g_idx=False, values="once"),
+    "vllm_wna16_marlin": Reader(f"{VLLM} CompressedTensorsWNA16 -> MarlinLinearKernel (CUDA SM 7.5+; on SM 9.0 only "
+                                "where Machete refuses): uint4b8, uint8b128, uint4 with zero points; group sizes -1, "
+                                "32, 64, 128; q - zp exact, times s in the activation dtype per group, channelwise "
+                                "scales on the float32 accumulator [source]", _marlin_refusal, kernel="marlin"),
+    "vllm_wna16_machete": Reader(f"{VLLM} CompressedTensorsWNA16 -> MacheteLinearKernel (CUDA SM 9.0 only): uint4b8, "
+                                 "uint8b128, uint4, uint8; group sizes -1, 64, 128; K % 64, N % 128; q * s rounded, "
+                                 "zero points folded as round(-s * zp) and added, rounded [source]", _machete_refusal,
+                                 kernel="machete"),
+    "vllm_wna16_exllama": Reader(f"{VLLM} CompressedTensorsWNA16 -> ExllamaLinearKernel (CUDA or ROCm, where Machete "
+                                 "and Marlin refuse and Conch is not installed): float16 activations, uint4b8 and "
+                                 "uint8b128, group size > 0; refusals only, values not emulated [source]",
+                                 _exllama_refusal),
+    "vllm_wna16_triton": Reader(f"{VLLM} CompressedTensorsWNA16 -> TritonW4A16LinearKernel (CUDA or ROCm, after "
+                                "Exllama): uint4b8 and uint4, N % 8, group sizes -1, 32, 64, 128, 256 or K; refusals "
+                                "only, values not emulated [source]", _triton_refusal),
 }
+
+
+def _activation(ckpt: Any, group: LayerGroup) -> str:
+    """vLLM's activation dtype for the layer as qformats can know it: the dtype of its scales."""
+    return {"BF16": "bfloat16", "F16": "float16"}.get(ckpt.tensor_info(group.tensors["weight_scale"]).dtype,
+                                                       "float32")
+
+
+def _layer(t: dict[str, Any], scheme: ModuleScheme, act: str) -> Layer:
+    return Layer(k=t["in"], n=t["out"], num_bits=scheme.num_bits, symmetric=scheme.symmetric,
+                 group_size=t["group_size"], actorder=scheme.actorder, act=act)
+
+
+def _judged(t: dict[str, Any], layer: Layer) -> dict[str, Callable[[], ReaderValues]]:
+    """Each reader's decode; a 32-bit activation dtype is not one vLLM runs these kernels in."""
+    if layer.act == "float32":
+        def unknown() -> ReaderValues:
+            raise NotEmulated("float32 scales: vLLM loads them in the model dtype it picks (--dtype), not emulated")
+        return {name: (partial(r.decode, t, layer) if r.values == "once" else unknown) for name, r in READERS.items()}
+    return {name: partial(reader.decode, t, layer) for name, reader in READERS.items()}
 
 
 def reader_rows(ckpt: Any, layers: list[LayerGroup]) -> list[dict[str, Any]]:
@@ -183,21 +360,15 @@ def reader_rows(ckpt: Any, layers: list[LayerGroup]) -> list[dict[str, Any]]:
         scheme = schemes[group.name]
         if isinstance(scheme, str):
             continue
-        t = _tensors(ckpt, group)
         try:
-            reference = codec.dequantize(t, num_bits=scheme.num_bits)
+            raw = _tensors(ckpt, group)
+            t = raw | codec.checked_tensors(raw, scheme.num_bits)      # the tensors and their sizes
+            reference = codec.dequantize(raw, num_bits=scheme.num_bits)
         except QFormatsError:
             continue
-        row: dict[str, Any] = {"layer": group.name, "declared": f"int{scheme.num_bits}", "zeros_say": "", "readers": {}}
-        for name, reader in READERS.items():
-            try:
-                got = reader.decode(t, scheme.num_bits)
-            except QFormatsError as err:
-                row["readers"][name] = {"status": "cannot read", "detail": err.constraint or str(err)}
-                continue
-            wrong = int(np.count_nonzero(got != reference))
-            row["readers"][name] = {"status": "wrong" if wrong else "correct", "wrong_weights": wrong}
-        rows.append(row)
+        layer = _layer(t, scheme, _activation(ckpt, group))
+        rows.append({"layer": group.name, "declared": f"int{scheme.num_bits}", "zeros_say": "",
+                     "readers": judge_readers(_judged(t, layer), reference)})
     return rows
 
 
