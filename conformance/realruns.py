@@ -48,8 +48,10 @@ REAL_LIBRARIES = (
                                 ("conformance.adapters.gptqmodel:dequantize_v2", "gptq_v2", "dequantize"))),
     ("compressed-tensors", _found("compressed_tensors"),
      (("conformance.adapters.compressed_tensors:dequantize", "ctensors_pack", "dequantize"),
+      ("conformance.adapters.compressed_tensors:matmul", "ctensors_pack", "matmul"),
       ("conformance.adapters.compressed_tensors:pack", "ctensors_pack", "pack"))),
     ("AutoAWQ", "import conformance.adapters.autoawq", (("conformance.adapters.autoawq:dequantize", "awq_gemm", "dequantize"),
+                                                 ("conformance.adapters.autoawq:matmul", "awq_gemm", "matmul"),
                                                  ("conformance.adapters.autoawq:pack", "awq_gemm", "pack"))),
 )
 
