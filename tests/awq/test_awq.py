@@ -165,3 +165,19 @@ def test_gptq_layout_labelled_awq_is_caught(tmp_path):
                                                                           "group_size": 32, "version": "gemm"}}))
     report = validate(str(ckpt))
     assert [(f.code, f.tensor) for f in report.findings] == [("awq.label.mismatch", "m.qweight")]
+
+
+def test_autoawq_checkpoint_validates_and_decodes_from_the_command_line(tmp_path, capsys):
+    """Issue 23, done when: `qformats validate` exits 0 and `qformats decode` writes WQLinear_GEMM's own
+    weights (rounded to float16, as it computes) for every module of the AutoAWQ 0.2.9 checkpoint."""
+    from qformats.cli import main
+
+    expected = load_file(str(EXPECTED))
+    assert main(["validate", str(FIXTURE)]) == 0
+    out = tmp_path / "w.safetensors"
+    args = [a for name in expected for a in ("--tensor", name.removesuffix(".weight"))]
+    assert main(["decode", str(FIXTURE), *args, "-o", str(out)]) == 0
+    decoded = load_file(str(out))
+    assert sorted(decoded) == sorted(expected)
+    for name, want in expected.items():
+        assert np.array_equal(decoded[name].astype(np.float16).view(np.uint16), want.view(np.uint16)), name

@@ -186,3 +186,21 @@ def test_awq_and_ct_checkpoints_agree_after_conversion():
     tensors = load_file(str(ROOT / "fixtures/third_party/autoawq/checkpoints/gemm_w4_g32/model.safetensors"))
     layer = {t: tensors[f"model.layers.0.mlp.up_proj.{t}"] for t in ("qweight", "qzeros", "scales")}
     assert np.array_equal(ctensors.dequantize(ctensors.from_awq(layer), num_bits=4), awq.dequantize(layer))
+
+
+@pytest.mark.parametrize("name", CHECKPOINTS)
+def test_checkpoint_validates_and_decodes_from_the_command_line(name, tmp_path, capsys):
+    """Issue 23, done when: `qformats validate` exits 0 and `qformats decode` writes decompress_model's weights
+    (rounded once to the model dtype) for every module of each ModelCompressor checkpoint."""
+    from safetensors.numpy import load_file
+    from qformats.cli import main
+
+    ckpt = str(THIRD / "checkpoints" / name)
+    modules = ("model.layers.0.self_attn.q_proj", "model.layers.0.mlp.up_proj", "model.layers.0.mlp.down_proj")
+    assert main(["validate", ckpt]) == 0
+    out = tmp_path / "w.safetensors"
+    assert main(["decode", ckpt, *[a for m in modules for a in ("--tensor", m)], "-o", str(out)]) == 0
+    decoded = load_file(str(out))
+    for module in modules:
+        want, dtype = _expected_bits(name, module)
+        assert np.array_equal(_as_bits(decoded[f"{module}.weight"], dtype), want), module
