@@ -41,7 +41,8 @@ class Verdict:
     """What one answer earned. ``status`` is under the claimed level, ``decoder_status`` under the decoder
     level; ``validation`` is the MUST-reject clause of non-conforming input, ``rejected`` whether the
     subject raised on it; ``feature`` / ``readings`` name the spec's named readings the answer matched
-    (``("reject",)`` for a rejection)."""
+    (``("reject",)`` for a rejection); ``misreading`` the known misreading (KC-5) an answer that matched
+    no named reading reproduces."""
 
     status: str
     detail: str
@@ -51,6 +52,7 @@ class Verdict:
     rejected: bool = False
     feature: str | None = None
     readings: tuple[str, ...] = ()
+    misreading: str | None = None
 
 
 def describe(answer: Answer) -> str:
@@ -119,12 +121,14 @@ def _shape(op: str, x: np.ndarray | None, w_shape: tuple[int, ...]) -> tuple[int
 
 
 def _misreading(case: Case, op: str, face: Face, decl: SubjectDeclaration, arr: np.ndarray, dtype: str,
-                x: np.ndarray | None) -> tuple[str, str] | None:
-    """(clause, sentence) of the first known misreading of ``case`` that the answer reproduces (values
-    compared with +0 == -0: a misreading names a wrong value, whatever the sign of its zeros)."""
-    for clause, sentence, w in _hook(face, "misreadings", case) or ():
+                x: np.ndarray | None) -> tuple[str, str, str] | None:
+    """(clause, sentence, name) of the first known misreading of ``case`` that the answer reproduces (values
+    compared with +0 == -0: a misreading names a wrong value, whatever the sign of its zeros). A format's
+    ``misreadings`` yields (clause, sentence, W) or (clause, sentence, W, name) where the sentence names
+    this case's values and ``name`` the reading alone, as the level report counts it across cases."""
+    for clause, sentence, w, *name in _hook(face, "misreadings", case) or ():
         if _compare(arr, dtype, op, face, x, w, decl, signed=False).ok:
-            return clause, sentence
+            return clause, sentence, name[0] if name else sentence
     return None
 
 
@@ -153,9 +157,10 @@ def _values(case: Case, op: str, face: Face, answer: Answer, x: np.ndarray | Non
 
 
 def _decoded(case: Case, op: str, face: Face, decl: SubjectDeclaration, answer: Answer, x: np.ndarray | None,
-             named: tuple[str, str, dict[str, tuple[str, np.ndarray]]]) -> tuple[str, str, str, tuple[str, ...]]:
-    """(decoder status, what the subject did, clause, readings matched) of values returned for
-    non-conforming input that the spec names readings for."""
+             named: tuple[str, str, dict[str, tuple[str, np.ndarray]]]
+             ) -> tuple[str, str, str, tuple[str, ...], str | None]:
+    """(decoder status, what the subject did, clause, readings matched, misreading reproduced) of values
+    returned for non-conforming input that the spec names readings for."""
     feature, validation, readings = named
     excluded = {}
     if decl.v1_zero_fields == "wrap" and feature == "v1_zero_fields":      # a declared reading is held to
@@ -164,21 +169,22 @@ def _decoded(case: Case, op: str, face: Face, decl: SubjectDeclaration, answer: 
     first = next(iter(readings.values()))[1]
     arr, dtype, problem, clause = _array(answer, _shape(op, x, first.shape), _allowed(op, first.dtype.name))
     if arr is None:
-        return "error", problem, clause, ()
+        return "error", problem, clause, (), None
     matched = tuple(name for name, (_, w) in readings.items() if _compare(arr, dtype, op, face, x, w, decl).ok)
     if matched:
-        return "pass", f"decoded it by the named reading '{matched[0]}' ({readings[matched[0]][0]})", validation, matched
+        return "pass", f"decoded it by the named reading '{matched[0]}' ({readings[matched[0]][0]})", validation, \
+            matched, None
     other = [name for name, (_, w) in excluded.items() if _compare(arr, dtype, op, face, x, w, decl).ok]
     if other:
         return "fail", f"decoded it by the named reading '{other[0]}', where its declaration says " \
-                       f"'{decl.v1_zero_fields}'", validation, ()
+                       f"'{decl.v1_zero_fields}'", validation, (), None
     found = _misreading(case, op, face, decl, arr, dtype, x)
     j = _compare(arr, dtype, op, face, x, first, decl)
     if found is not None:
         return "fail", f"{found[1]}, not a named reading of {feature} ({', '.join(readings)}); " \
-                       f"against '{next(iter(readings))}': {j.detail}", found[0], ()
+                       f"against '{next(iter(readings))}': {j.detail}", found[0], (), found[2]
     return "fail", f"decoded it by none of the named readings of {feature} ({', '.join(readings)}); " \
-                   f"against '{next(iter(readings))}': {j.detail}", validation, ()
+                   f"against '{next(iter(readings))}': {j.detail}", validation, (), None
 
 
 def _nonconforming_read(case: Case, op: str, face: Face, decl: SubjectDeclaration, answer: Answer,
@@ -190,6 +196,7 @@ def _nonconforming_read(case: Case, op: str, face: Face, decl: SubjectDeclaratio
         return Verdict("pass", f"rejected, as {validation} requires ({answer.message[:200]})", validation,
                        "pass", validation, True, feature, ("reject",))
     readings: tuple[str, ...] = ()
+    misreading = None
     if decl.v1_zero_fields == "reject" and feature == "v1_zero_fields":
         decoder, what, clause = "fail", "decoded it, where its declaration says it rejects v1 all-ones fields", validation
     elif answer.status != "ok":
@@ -197,7 +204,7 @@ def _nonconforming_read(case: Case, op: str, face: Face, decl: SubjectDeclaratio
     elif named is None:
         decoder, what, clause = "not-applicable", f"decoded it ({answer.dtypes.get('result', answer.kind)})", validation
     else:
-        decoder, what, clause, readings = _decoded(case, op, face, decl, answer, x, named)
+        decoder, what, clause, readings, misreading = _decoded(case, op, face, decl, answer, x, named)
     if decoder == "not-applicable":
         decoder_detail = (f"{what_input}: {what} instead of rejecting it, which a decoder may; a validating "
                           f"decoder rejects it ({validation})")
@@ -205,12 +212,12 @@ def _nonconforming_read(case: Case, op: str, face: Face, decl: SubjectDeclaratio
         decoder_detail = f"{what_input}: {what}; a validating decoder rejects it ({validation})"
     else:
         decoder_detail = f"{what_input}: {what}"
-    verdict = Verdict(decoder, decoder_detail, clause, decoder, validation, False, feature, readings)
+    verdict = Verdict(decoder, decoder_detail, clause, decoder, validation, False, feature, readings, misreading)
     if decl.level != "validating":
         return verdict
     status = "error" if decoder == "error" else "fail"
     return Verdict(status, f"did not reject {what_input} ({validation} requires a validating decoder to): {what}",
-                   validation, decoder, validation, False, feature, readings)
+                   validation, decoder, validation, False, feature, readings, misreading)
 
 
 def _reject_writer(case: Case, answer: Answer) -> Verdict:

@@ -23,7 +23,9 @@ BREAKING = ("fail", "error")
 def _reading_of(results: list) -> str:
     """The one named reading that explains every answer of a feature's cases (KC-4.5)."""
     if any(not r.readings for r in results):                        # some answer matched no named reading
-        return "none of the named readings"
+        misread = Counter(r.misreading for r in results if getattr(r, "misreading", None))
+        return "none of the named readings" + "".join(f"; {sentence} on {n} of {len(results)}"
+                                                      for sentence, n in misread.items())
     rejected = sum(r.readings == ("reject",) for r in results)
     decoded = [set(r.readings) for r in results if r.readings != ("reject",)]
     if not decoded:

@@ -59,6 +59,7 @@ class CaseResult:
     rejected: bool = False
     feature: str | None = None
     readings: tuple[str, ...] = ()
+    misreading: str | None = None
 
     @property
     def attributed(self) -> tuple[str, ...]:
@@ -74,6 +75,8 @@ class CaseResult:
                                  "decoder_status": self.decoder_status or self.status}
         if self.feature is not None:
             out["reading"] = {"feature": self.feature, "matched": list(self.readings)}
+            if self.misreading:
+                out["reading"]["misreading"] = self.misreading
         return out
 
 
@@ -167,7 +170,7 @@ def judge_case(case: Case, op: str, face: Face, decl: SubjectDeclaration, proc: 
         status, detail = "warning", f"declared as an expected failure ({reason}) but passed: remove the entry"
     return CaseResult(case.id, status, case.clauses, detail, answer.seconds, clause=v.clause,
                       decoder_status=v.decoder_status or v.status, validation=v.validation, rejected=v.rejected,
-                      feature=v.feature, readings=v.readings)
+                      feature=v.feature, readings=v.readings, misreading=v.misreading)
 
 
 def run_kernel(entry: str, *, fmt: str, op: str, device: str | None = None, declaration: SubjectDeclaration | None = None,

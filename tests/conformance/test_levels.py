@@ -75,6 +75,17 @@ def test_v1_decoder_reading_all_ones_as_2_to_the_b_does_not_conform():
     assert not result.conforms and result.level()["reached"] == "none"
     assert case.status == "fail" and case.clause == "GPTQ-3.4"
     assert "decoded zero point 0 as 16: the f + 1 without wrap reading" in case.detail
+    assert case.as_json()["reading"] == {"feature": "v1_zero_fields", "matched": [], "misreading":
+                                         "the f + 1 without wrap reading (AutoGPTQ qlinear_cuda, vLLM gptq_gemm)"}
+
+
+def test_level_report_names_the_misreading_a_subject_follows():
+    """KC-4.5, KC-5: an answer matching no named reading is not left at "none of the named readings": the
+    report says which known misreading it reproduced, and on how many of the feature's cases."""
+    result = _run("reading_subjects:v1_all_ones_as_2_to_the_bits")
+    assert result.level()["readings"]["v1_zero_fields"] == (
+        "none of the named readings; the f + 1 without wrap reading (AutoGPTQ qlinear_cuda, vLLM gptq_gemm) "
+        "on 12 of 12")
 
 
 def test_q4_k_decoder_raising_on_nonfinite_scales_conforms():

@@ -371,9 +371,9 @@ def _emulated(t: dict, bits: int, group_size: int, version: str, reader: str) ->
         return None
 
 
-def misreadings(case: Case) -> Iterator[tuple[str, str, np.ndarray]]:
-    """(clause, what the subject did, W) of real tools' wrong readings of a GPTQ read case, most specific
-    first: the judge names the first one a failing answer reproduces (KC-5)."""
+def misreadings(case: Case) -> Iterator[tuple]:
+    """(clause, what the subject did, W[, the reading's name]) of real tools' wrong readings of a GPTQ read
+    case, most specific first: the judge names the first one a failing answer reproduces (KC-5)."""
     if "dequantize" not in case.ops and "matmul" not in case.ops:
         return
     t, bits, group_size, version, g_idx = _tensors(case)
@@ -382,8 +382,8 @@ def misreadings(case: Case) -> Iterator[tuple[str, str, np.ndarray]]:
     fields = _fields(t, bits)
     maxq = (1 << bits) - 1
     if version == "v1" and (fields == maxq).any():
-        yield "GPTQ-3.4", f"decoded zero point 0 as {1 << bits}: the f + 1 without wrap reading (AutoGPTQ " \
-                          "qlinear_cuda, vLLM gptq_gemm)", _with_zeros(t, bits, fields + 1, g_idx)
+        name = "the f + 1 without wrap reading (AutoGPTQ qlinear_cuda, vLLM gptq_gemm)"
+        yield "GPTQ-3.4", f"decoded zero point 0 as {1 << bits}: {name}", _with_zeros(t, bits, fields + 1, g_idx), name
     other = "v2" if version == "v1" else "v1"
     yield "GPTQ-3.3", f"the zero fields read as {other} (Z = f{' + 1' if other == 'v1' else ''}), not {version}", \
         _with_zeros(t, bits, fields + (other == "v1"), g_idx)
