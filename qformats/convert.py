@@ -412,3 +412,12 @@ def _ct_config(scheme: Scheme, excluded: list[str]) -> dict[str, Any]:
             "ignore": excluded, "kv_cache_scheme": None, "moe_sparsity_config": None,
             "quant_method": "compressed-tensors", "quantization_status": "compressed", "sparsity_config": {},
             "transform_config": {}, "version": CT_VERSION}
+
+
+def quantization_config(to: str, *, bits: int, group_size: int, symmetric: bool, excluded: list[str] | None = None,
+                        quantized: set[str] | None = None) -> dict[str, Any]:
+    """The ``quantization_config`` qformats writes for target ``to`` (``awq_gemm``, ``compressed_tensors``,
+    ``gptq_v2``, ``gptq``): one scheme, as the target's library writes it (AWQ-4.3, CT-4.4)."""
+    if to not in TARGETS:
+        raise fail("argument.invalid", "to", "gptq_v2, gptq, awq_gemm or compressed_tensors", to)
+    return _target_config(to, Scheme(bits, group_size, symmetric), list(excluded or []), set(quantized or ()))

@@ -18,7 +18,7 @@ import numpy as np
 from safetensors.numpy import save_file
 
 from . import __version__
-from .formats import gptq, q4_k, spqr
+from .formats import awq, ctensors, gptq, q4_k, spqr
 
 __all__ = ["SAMPLES", "write_all"]
 
@@ -91,6 +91,57 @@ def spqr_csr(out: Path) -> None:
             tensors[f"{m}.{k}"] = np.ascontiguousarray(v)
             shapes[f"{m}.{k}.shape"] = int(v.size)
     _write_dir(out, tensors, {"quant_method": "spqr", "bits": 3, "beta1": 16, "beta2": 16, "shapes": shapes})
+
+
+def _v2_layers(seed: int, sym: bool) -> dict[str, gptq.GPTQLayer]:
+    return {m: gptq.quantize(w, bits=4, group_size=32, sym=sym, version="v2") for m, w in _weights(seed).items()}
+
+
+def _prefixed(module: str, tensors) -> dict[str, np.ndarray]:
+    return {f"{module}.{k}": np.ascontiguousarray(v) for k, v in tensors.items()}
+
+
+def _config_for(to: str, *, symmetric: bool) -> dict:
+    from .convert import quantization_config
+
+    return quantization_config(to, bits=4, group_size=32, symmetric=symmetric)
+
+
+def awq_gemm(out: Path) -> None:
+    """Valid: AWQ GEMM, 4-bit, group size 32, as AutoAWQ writes it (AWQ-2, AWQ-5)."""
+    tensors = {}
+    for m, layer in _v2_layers(6, sym=False).items():
+        tensors |= _prefixed(m, awq.from_gptq(layer, bits=4, version="v2", group_size=32).tensors)
+    _write_dir(out, tensors, _config_for("awq_gemm", symmetric=False))
+
+
+def awq_gemv_bytes_labelled_gemm(out: Path) -> None:
+    """Invalid: codes packed along the input axis (GPTQ / AutoAWQ GEMV) under version 'gemm' (AWQ-6.2)."""
+    tensors = {}
+    for m, layer in _v2_layers(7, sym=False).items():
+        tensors |= _prefixed(m, {k: v for k, v in layer.tensors.items() if k != "g_idx"})
+    _write_dir(out, tensors, _config_for("awq_gemm", symmetric=False))
+
+
+def _ct_tensors(seed: int) -> dict[str, np.ndarray]:
+    tensors = {}
+    for m, layer in _v2_layers(seed, sym=False).items():
+        tensors |= _prefixed(m, ctensors.from_gptq(layer, bits=4, version="v2", group_size=32).tensors)
+    return tensors
+
+
+def ctensors_w4_asym(out: Path) -> None:
+    """Valid: compressed-tensors pack-quantized, 4-bit asymmetric, group 32, as ModelCompressor writes it (CT-2, CT-5)."""
+    _write_dir(out, _ct_tensors(8), _config_for("compressed_tensors", symmetric=False))
+
+
+def ctensors_nan_scale(out: Path) -> None:
+    """Invalid: the same layout with a NaN in one weight_scale (CT-3.3)."""
+    tensors = _ct_tensors(9)
+    name = f"{MODULES[1]}.weight_scale"
+    tensors[name] = tensors[name].copy()
+    tensors[name][17, 2] = np.nan
+    _write_dir(out, tensors, _config_for("compressed_tensors", symmetric=False))
 
 
 def _gguf_string(s: str) -> bytes:
@@ -167,6 +218,10 @@ SAMPLES = {
     "q4_k.gguf": (q4_k_gguf, "valid", []),
     "q4_k_m.gguf": (q4_k_m_gguf, "valid", []),
     "q4_k_m_nan_scale.gguf": (q4_k_m_nan_scale_gguf, "invalid", ["ggml.scale.nonfinite"]),
+    "awq_gemm": (awq_gemm, "valid", []),
+    "awq_gemv_bytes_labelled_gemm": (awq_gemv_bytes_labelled_gemm, "invalid", ["awq.label.mismatch"]),
+    "ctensors_w4_asym": (ctensors_w4_asym, "valid", []),
+    "ctensors_nan_scale": (ctensors_nan_scale, "invalid", ["ctensors.scales.nonfinite"]),
 }
 
 
@@ -179,6 +234,10 @@ CLAUSES = {
     "q4_k.gguf": ["GGUF-1.1", "QF-5.1"],
     "q4_k_m.gguf": ["GGML-3.5", "GGML-7"],
     "q4_k_m_nan_scale.gguf": ["GGML-3.1"],
+    "awq_gemm": ["AWQ-2.1", "AWQ-2.3", "AWQ-5.1", "QF-5.1"],
+    "awq_gemv_bytes_labelled_gemm": ["AWQ-6.2"],
+    "ctensors_w4_asym": ["CT-2.1", "CT-2.5", "CT-5.1", "QF-5.1"],
+    "ctensors_nan_scale": ["CT-3.3"],
 }
 FEATURES = {
     "gptq_v1_sym_4bit": ["bits:4", "sym", "version:v1"],
@@ -189,6 +248,10 @@ FEATURES = {
     "q4_k.gguf": ["container:gguf"],
     "q4_k_m.gguf": ["container:gguf", "types:q4_k,q6_k,q5_0,q8_0,f32"],
     "q4_k_m_nan_scale.gguf": ["container:gguf", "scale:nan"],
+    "awq_gemm": ["bits:4", "asym", "version:gemm"],
+    "awq_gemv_bytes_labelled_gemm": ["bits:4", "asym", "mislabelled"],
+    "ctensors_w4_asym": ["bits:4", "asym", "strategy:group"],
+    "ctensors_nan_scale": ["bits:4", "asym", "scale:nan"],
 }
 
 

@@ -47,7 +47,9 @@ HOPS = {
     "gptq>awq": ("gptq", "awq_gemm"), "gptq>ct": ("gptq", "compressed_tensors"),
 }
 SOURCES = {"awq": AWQ, "ct4a": CT / "w4_asym_group32", "ct4s": CT / "w4_sym_group32", "ct8": CT / "w8_sym_channel",
-           "gptq": GPTQ_V1}
+           "gptq": GPTQ_V1,
+           # make demo's samples, written by qformats (qformats.samples): the real libraries must read them too
+           "sample_awq": ROOT / "fixtures/checkpoints/awq_gemm", "sample_ct": ROOT / "fixtures/checkpoints/ctensors_w4_asym"}
 
 
 @pytest.fixture(scope="module")
@@ -549,7 +551,8 @@ print(json.dumps(results))
 
 REAL_JOBS = {"awq>ct": "compressed_tensors", "gptq>ct": "compressed_tensors", "ct8>v2>ct": "compressed_tensors",
              "ct4a>awq": "autoawq", "gptq>awq": "autoawq",
-             "awq>v2": "gptqmodel", "awq>v1": "gptqmodel", "ct8>v2": "gptqmodel"}
+             "awq>v2": "gptqmodel", "awq>v1": "gptqmodel", "ct8>v2": "gptqmodel",
+             "sample_awq": "autoawq", "sample_ct": "compressed_tensors"}
 
 
 @pytest.fixture(scope="module")
