@@ -4,6 +4,9 @@ are the ground truth run through the same door as everyone else, and they are va
 (KC-4.2): they reject every non-conforming input.
 
     qformats conformance kernel conformance.reference:gptq_dequantize_v1 --format gptq_v1 --op dequantize
+
+Every format's subjects: GPTQ v1/v2, q4_K, SpQR, AWQ GEMM (``awq_gemm_<op>``), compressed-tensors
+(``ctensors_pack_<op>``) and each other GGUF block type (``<type>_dequantize``, ``_matmul``, ``_quantize``).
 """
 
 from __future__ import annotations
@@ -13,11 +16,15 @@ from typing import Any
 import numpy as np
 
 from qformats.errors import fail
-from qformats.formats import gptq, q4_k, spqr
+from qformats.formats import awq, ctensors, ggml, gptq, q4_k, spqr
+from qformats.formats.ggml.cases import subject_types
+from qformats.formats.ggml.codec import check_blocks as check_type_blocks
 from qformats.formats.q4_k.checks import check_blocks
 
 __all__ = ["gptq_dequantize_v1", "gptq_dequantize_v2", "gptq_matmul_v1", "gptq_matmul_v2", "gptq_pack_v1",
-           "gptq_pack_v2", "q4_k_dequantize", "q4_k_matmul", "q4_k_quantize", "spqr_dequantize", "spqr_matmul"]
+           "gptq_pack_v2", "q4_k_dequantize", "q4_k_matmul", "q4_k_quantize", "spqr_dequantize", "spqr_matmul",
+           "awq_gemm_dequantize", "awq_gemm_matmul", "awq_gemm_pack", "ctensors_pack_dequantize",
+           "ctensors_pack_matmul", "ctensors_pack_pack"]
 
 
 def _matmul(x: Any, w: np.ndarray) -> np.ndarray:
@@ -88,3 +95,70 @@ def spqr_dequantize(*, dense_weights, row_offsets, col_vals, in_perm, m, n):
 def spqr_matmul(*, dense_weights, row_offsets, col_vals, in_perm, m, n, x):
     return _matmul(x, spqr_dequantize(dense_weights=dense_weights, row_offsets=row_offsets, col_vals=col_vals,
                                       in_perm=in_perm, m=m, n=n))
+
+
+def awq_gemm_dequantize(*, qweight, qzeros, scales, group_size):
+    return awq.dequantize({"qweight": qweight, "qzeros": qzeros, "scales": scales}, group_size=group_size)
+
+
+def awq_gemm_matmul(*, qweight, qzeros, scales, group_size, x):
+    return _matmul(x, awq_gemm_dequantize(qweight=qweight, qzeros=qzeros, scales=scales, group_size=group_size))
+
+
+def awq_gemm_pack(*, codes, zeros, scales, group_size):
+    return dict(awq.pack(codes, zeros, scales, group_size=group_size).tensors)
+
+
+def ctensors_pack_dequantize(*, weight_packed, weight_scale, weight_shape, num_bits, group_size, weight_zero_point=None):
+    layer = {"weight_packed": weight_packed, "weight_scale": weight_scale, "weight_shape": weight_shape}
+    if weight_zero_point is not None:
+        layer["weight_zero_point"] = weight_zero_point
+    return ctensors.dequantize(layer, num_bits=num_bits, group_size=group_size)
+
+
+def ctensors_pack_matmul(*, weight_packed, weight_scale, weight_shape, num_bits, group_size, x, weight_zero_point=None):
+    return _matmul(x, ctensors_pack_dequantize(weight_packed=weight_packed, weight_scale=weight_scale,
+                                               weight_shape=weight_shape, num_bits=num_bits, group_size=group_size,
+                                               weight_zero_point=weight_zero_point))
+
+
+def ctensors_pack_pack(*, codes, scales, num_bits, group_size, zero_points=None):
+    layer = ctensors.pack(codes, scales, num_bits=num_bits, group_size=None if group_size == -1 else group_size,
+                          zero_points=zero_points)
+    return dict(layer.tensors)
+
+
+# -- every other GGUF block type: <type>_dequantize, <type>_matmul, <type>_quantize (KC-1.5) ------------------
+
+def _type_checked(name: str, blocks, rows, n) -> np.ndarray:
+    """The validating reference decoder of one block type: dtype, shape against ``rows`` and ``n``, finite
+    super-scales (GGML-1.1, GGML-1.2, GGML-3.1), then the decode."""
+    arr = check_type_blocks(name, blocks, n=n, finite=True)
+    if arr.shape[0] != rows:
+        raise fail("ggml.blocks.shape", "blocks", f"{rows} rows", arr.shape[0])
+    return ggml.dequantize(name, arr)
+
+
+def _type_subjects(namespace: dict) -> list[str]:
+    names = []
+    for bt in subject_types():
+        def deq(*, blocks, rows, n, _name=bt.name):
+            return _type_checked(_name, blocks, rows, n)
+
+        def mm(*, blocks, rows, n, x, _name=bt.name):
+            return _matmul(x, _type_checked(_name, blocks, rows, n))
+
+        def quant(*, x, _name=bt.name):
+            return ggml.quantize(_name, x)
+
+        fns = [(deq, "dequantize"), (mm, "matmul")]
+        if bt.quantize is not None and not bt.requires_importance:
+            fns.append((quant, "quantize"))
+        for fn, op in fns:
+            fn.__name__ = fn.__qualname__ = f"{bt.name}_{op}"
+            namespace[fn.__name__] = fn
+            names.append(fn.__name__)
+    return names
+
+
+__all__ += _type_subjects(globals())

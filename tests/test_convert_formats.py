@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -20,6 +21,7 @@ import numpy as np
 import pytest
 from safetensors.numpy import load_file, save_file
 
+import qformats
 from qformats.cli import main
 from qformats.containers.checkpoint import open_checkpoint
 from qformats.containers.safetensors import read_header
@@ -220,6 +222,49 @@ def test_gptq_config_is_gptqmodels_and_keeps_the_other_keys(out):
     whole = json.loads((out["awq>v2"] / "config.json").read_text())
     assert {k: v for k, v in whole.items() if k != "quantization_config"} == {"architectures": ["Tiny"],
                                                                                "model_type": "tiny"}
+
+
+
+def test_channel_config_comes_back_as_model_compressors(out):
+    """CT-5.1: compressed-tensors' 8-bit channel checkpoint through gptq_v2 and back states the channel strategy
+    (group_size null) exactly as ModelCompressor wrote it."""
+    assert quant_config(out["ct8>v2>ct"]) == quant_config(CT / "w8_sym_channel")
+
+
+def test_each_shard_keeps_its_metadata_and_names_qformats_after_the_producer(out):
+    """Every header key is kept; ``producer`` says qformats rewrote what the library wrote (GPTQ's shard, with no
+    producer, keeps its metadata as it was)."""
+    produced = f"qformats {qformats.__version__} convert (from AutoAWQ 0.2.9 WQLinear_GEMM)"
+    assert read_header(str(out["awq>v2"] / "model.safetensors")).metadata == {"producer": produced, "format": "pt"}
+    assert read_header(str(out["gptq>awq"] / "model.safetensors")).metadata == {"format": "pt"}
+
+
+@pytest.mark.parametrize("hop", ["gptq>awq", "awq>v2", "gptq>ct"])
+def test_tensors_are_laid_out_as_the_safetensors_library_writes_them(out, tmp_path, hop):
+    """safetensors' own writer (save_file) orders the same tensors largest item size first, names sorted within:
+    every tensor starts aligned to its item size, at the same offset as in the written file."""
+    path = out[hop] / "model.safetensors"
+    ours = read_header(str(path)).tensors
+    save_file(load_file(str(path)), str(tmp_path / "library.safetensors"))
+    library = read_header(str(tmp_path / "library.safetensors")).tensors
+    assert {n: ours[n].data_offsets for n in ours} == {n: library[n].data_offsets for n in library}
+
+
+def test_shard_index_total_size_is_recomputed_and_its_other_metadata_kept(tmp_path):
+    """CKPT-3: an index stating total_size gets the written shards' data bytes (file size - 8 - header length,
+    summed); its other metadata keys stay."""
+    source = tmp_path / "src"
+    shutil.copytree(CT / "w8_sym_channel", source)
+    index = source / "model.safetensors.index.json"
+    raw_index = json.loads(index.read_text())
+    index.write_text(json.dumps(raw_index | {"metadata": {"total_size": 1, "note": "kept"}}))
+    convert(str(source), str(tmp_path / "out"), to="gptq_v2")
+    data_bytes = 0
+    for shard in (tmp_path / "out").glob("*.safetensors"):
+        blob = shard.read_bytes()
+        data_bytes += len(blob) - 8 - int.from_bytes(blob[:8], "little")
+    written = json.loads((tmp_path / "out" / "model.safetensors.index.json").read_text())["metadata"]
+    assert written == {"total_size": data_bytes, "note": "kept"}
 
 
 # -- refusals: exit 2, the whole error, nothing written, input untouched ------------------------------------------

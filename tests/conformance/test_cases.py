@@ -214,3 +214,28 @@ def test_judge_packed_fails_a_layer_the_reader_rejects():
     arrays["scales"][0, 0] = np.nan
     status, detail = awq_cases.judge_pack(case, "pack", arrays, "mapping")
     assert status == "fail" and detail.startswith("wrote a non-conforming layer: ") and "NaN" in detail
+
+
+def test_judge_packed_lists_every_missing_tensor():
+    from qformats.formats.awq import cases as awq_cases
+    case = _awq_pack_case()
+    arrays = _awq_reference_packed(case)
+    del arrays["qzeros"], arrays["scales"]
+    assert awq_cases.judge_pack(case, "pack", arrays, "mapping") == \
+        ("error", "returned a mapping without qzeros, scales; expected a mapping of qweight, qzeros, scales")
+
+
+def _ct_pack(case_id):
+    from qformats.formats.ctensors import cases as ct_cases
+    case = next(c for c in ct_cases.cases() if c.id == case_id)
+    return ct_cases, case, ct_cases._packed(dict(case.inputs), case.params["num_bits"], case.params["group_size"])
+
+
+def test_judge_packed_names_every_tensor_of_another_dtype():
+    """CT-2.1: float32 scales holding the float16 values and an int32 weight_shape decode the same."""
+    ct_cases, case, arrays = _ct_pack("ctensors_pack/pack/b4_sym_g32")
+    arrays["weight_scale"] = arrays["weight_scale"].astype(np.float32)
+    arrays["weight_shape"] = arrays["weight_shape"].astype(np.int32)
+    assert ct_cases.judge_pack(case, "pack", arrays, "mapping") == \
+        ("pass", "decodes to the reference values; the reference packer's values in another dtype "
+                 "(weight_scale float32, reference float16; weight_shape int32, reference int64)")

@@ -77,3 +77,35 @@ def test_float16_overflow_to_inf_is_allowed_only_where_due():
     w = np.ones((1, 2), np.float32)
     assert compare.within_bound(np.array([[np.inf]], np.float16), "float16", x, w, w_rounding=True).ok
     assert not compare.within_bound(np.array([[np.inf]], np.float16), "float16", x / 4, w, w_rounding=True).ok
+
+
+def _at_float32_reach(beyond: bool) -> np.ndarray:
+    """The one-weight layer W = [[v]] (K = 1, x = 1) with ``|x| @ |W|.T · (1 + gamma(2)) · (1 + u_w)`` the
+    largest float32 still inside float32's range, or the next float32 past it."""
+    from conformance.compare import FP32_MAX, U32, U_W
+
+    factor = (1 + 2 * U32 / (1 - 2 * U32)) * (1 + U_W)
+    v = np.float32(FP32_MAX / factor)
+    while float(v) * factor > FP32_MAX:
+        v = np.nextafter(v, np.float32(0))
+    return np.array([[np.nextafter(v, np.float32(np.inf)) if beyond else v]], np.float32)
+
+
+def test_matmul_output_beyond_float32s_range_is_not_judged_and_said():
+    """QF-4.6: past float32's reach a product or partial sum of the float32 model may overflow, so any value
+    conforms there; the detail counts those outputs."""
+    from conformance.compare import within_bound
+
+    x = np.ones((1, 1), np.float16)
+    got = within_bound(np.array([[np.inf]], np.float32), "float32", x, _at_float32_reach(True), w_rounding=True)
+    assert got.ok and got.detail.startswith("0 outputs within the QF-4.6 bound") and \
+        "; 1 beyond float32's range, not judged" in got.detail
+
+
+def test_matmul_output_at_float32s_reach_is_judged():
+    """One float32 below that reach the output is judged: inf for a finite exact value fails."""
+    from conformance.compare import within_bound
+
+    x = np.ones((1, 1), np.float16)
+    got = within_bound(np.array([[np.inf]], np.float32), "float32", x, _at_float32_reach(False), w_rounding=True)
+    assert not got.ok and got.detail.startswith("QF-4.6 bound: ")

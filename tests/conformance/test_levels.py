@@ -114,8 +114,8 @@ def test_decoder_without_input_checks_conforms_only_at_decoder_level(wrap):
 
 @pytest.mark.parametrize(("fn", "fmt"), [("conformance.reference:gptq_dequantize_v1", "gptq_v1"),
                                          ("conformance.reference:spqr_dequantize", "spqr"),
-                                         ("conformance.adapters.reference_awq_ctensors:awq_dequantize", "awq_gemm"),
-                                         ("conformance.adapters.reference_awq_ctensors:ctensors_dequantize",
+                                         ("conformance.reference:awq_gemm_dequantize", "awq_gemm"),
+                                         ("conformance.reference:ctensors_pack_dequantize",
                                           "ctensors_pack")])
 def test_reference_is_a_validating_decoder(fn, fmt):
     """KC-4.2: the reference rejects every non-conforming input the suite holds."""

@@ -16,6 +16,9 @@ REFERENCE = [
     ("gptq_pack_v1", "gptq_v1", "pack"), ("gptq_pack_v2", "gptq_v2", "pack"),
     ("q4_k_dequantize", "q4_k", "dequantize"), ("q4_k_matmul", "q4_k", "matmul"), ("q4_k_quantize", "q4_k", "quantize"),
     ("spqr_dequantize", "spqr", "dequantize"), ("spqr_matmul", "spqr", "matmul"),
+    ("awq_gemm_dequantize", "awq_gemm", "dequantize"), ("awq_gemm_matmul", "awq_gemm", "matmul"),
+    ("awq_gemm_pack", "awq_gemm", "pack"), ("ctensors_pack_dequantize", "ctensors_pack", "dequantize"),
+    ("ctensors_pack_matmul", "ctensors_pack", "matmul"), ("ctensors_pack_pack", "ctensors_pack", "pack"),
 ]
 V2 = "gptq_v2"
 FEW = r"gptq_v2/read/b4_sym_g32_(trivial|act_order)"

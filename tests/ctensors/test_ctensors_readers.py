@@ -7,15 +7,17 @@ compressed-tensors fixtures."""
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from conformance.checkpoint import STATUSES, check_checkpoint
+from qformats.errors import QFormatsError, fail
 from qformats.formats.ctensors import codec
 from qformats.formats.ctensors.layers import READERS, Layer
-from qformats.layers import judge_readers
+from qformats.layers import NotEmulated, ReaderValues, judge_readers, round_to
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures/third_party/compressed_tensors/checkpoints"
 
@@ -115,3 +117,61 @@ def test_conformance_checkpoint_lists_every_reader(name, verdicts):
     readers = check_checkpoint(str(FIXTURES / name))["readers"]
     assert list(readers) == list(READERS) and all(r["verdict"] in STATUSES for r in readers.values())
     assert {reader: r["verdict"] for reader, r in readers.items()} == verdicts
+
+
+# -- round_to and judge_readers on hand-worked values (QF-4.3, CT-7); found by mutation testing (mutmut) ------
+
+@pytest.mark.parametrize("precision", ["float16", "bfloat16", "float32"])
+def test_round_to_returns_float32_at_every_precision(precision):
+    """QF-4.3: the rounded values come back as float32, which holds every float16 and bfloat16 value."""
+    assert round_to(np.array([1.0, -2.5]), precision).dtype == np.float32
+
+
+def test_round_to_bfloat16_rounds_subnormals_to_multiples_of_two_to_the_minus_133():
+    """bfloat16's subnormal spacing is 2^-133 (7 fraction bits below 2^-126): 2^-134 and 3 * 2^-134 are ties,
+    rounded to even: 0 and 2^-132."""
+    got = round_to(np.array([2.0 ** -134, 3 * 2.0 ** -134]), "bfloat16")
+    np.testing.assert_array_equal(got, np.array([0.0, 2.0 ** -132], np.float32))
+
+
+def test_round_to_bfloat16_rounds_a_float16_input_once():
+    """float16 65504 = 2^16 - 32 is 32 from bfloat16's 65536 and 224 from 65280: 65536, which float16 itself
+    cannot hold (the value is not rounded through float16 again)."""
+    assert round_to(np.array([65504], np.float16), "bfloat16").tolist() == [65536.0]
+
+
+def test_round_to_float16_overflows_to_infinity_without_a_warning():
+    """70000 is past float16's largest finite value (65504; the rounding bound 65520): inf, as the path holds it."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = round_to(np.array([70000.0, -70000.0]), "float16")
+    assert got.tolist() == [np.inf, -np.inf]
+
+
+def test_judge_readers_reports_a_not_emulated_path_and_judges_the_rest():
+    def unemulated():
+        raise NotEmulated("values not emulated (Triton W4A16)")
+
+    reference = np.array([[1.0, 2.0]], np.float32)
+    verdict = judge_readers({"triton": unemulated, "exact": lambda: ReaderValues(reference.copy())}, reference)
+    assert verdict == {"triton": {"status": "not judged", "detail": "values not emulated (Triton W4A16)"},
+                       "exact": {"status": "correct", "wrong_weights": 0, "judged_at": "float32"}}
+
+
+def test_judge_readers_cannot_read_names_the_constraint_when_the_actual_is_no_phrase():
+    """A refusal whose ``actual`` is a value, not the path's phrase: the detail is the constraint it broke."""
+    def refuses():
+        raise fail("argument.invalid", "group_size", "a multiple of 32", 48)
+
+    assert judge_readers({"cuda": refuses}, np.zeros((1, 1), np.float32)) == \
+        {"cuda": {"status": "cannot read", "detail": "a multiple of 32"}}
+
+
+def test_judge_readers_cannot_read_falls_back_to_the_message_without_a_constraint():
+    err = QFormatsError("argument.invalid", "layer refused", actual=48)
+
+    def refuses():
+        raise err
+
+    assert judge_readers({"cuda": refuses}, np.zeros((1, 1), np.float32)) == \
+        {"cuda": {"status": "cannot read", "detail": str(err)}}
