@@ -14,7 +14,9 @@ Prints, on one device in one run:
     dequantize kernel, then torch's matmul) on the same 4-bit layer, checked and timed the same way
     (in the CPU smoke run its TorchLinear stands in, so the wiring is tested without a GPU).
 Layers are prepared once (act-order reordered at load time, as an engine would) and only the
-kernels are timed (triton.testing.do_bench, median). Before timing, every shape is checked against
+kernels are timed (triton.testing.do_bench, median). AWQ GEMM and compressed-tensors (the same asymmetric
+4-bit layer) have no prepare step: each call runs the reference checks on a host copy of the tensors
+(they are validating decoders), and that copy is in their figures. Before timing, every shape is checked against
 the NumPy reference: dequantize bit-exact after float16 rounding, matmul within the QF-4.6 bound.
 Without a CUDA device it says so and exits 0: the figures need a GPU.
 """
@@ -78,17 +80,31 @@ def ggml_blocks(fmt: str, out_f: int, in_f: int):
 GGML_KERNELS = ("q8_0", "q6_k", "q5_k")     # reference_kernels modules named by their ggml type
 
 
+
 def spqr_layer(out_f: int, in_f: int):
     from qformats.formats.spqr import cases
 
     return cases._layer(f"bench/{out_f}x{in_f}", 0.01, "csr", "act_order", m=out_f, n=in_f)
 
 
+def awq_ct_layers(out_f: int, in_f: int) -> tuple[dict, dict]:
+    """The same asymmetric 4-bit group-128 layer as AWQ GEMM and as compressed-tensors pack-quantized (lossless
+    conversions of one GPTQ v2 layer, AWQ-4.2, CT-4.2)."""
+    from qformats.formats import awq, ctensors, gptq
+
+    rng = np.random.default_rng(0)
+    w = (rng.standard_normal((out_f, in_f)) * 0.02).astype(np.float32)
+    layer = gptq.quantize(w, bits=4, group_size=128, sym=False, version="v2")
+    a = awq.from_gptq(layer, bits=4, version="v2", group_size=128)
+    c = ctensors.from_gptq(layer, bits=4, version="v2", group_size=128)
+    return ({k: np.array(v) for k, v in a.tensors.items()}, {k: np.array(v) for k, v in c.tensors.items()})
+
+
 def check(name: str, got, ref, x=None, y=None) -> str:
     from conformance import compare
 
-    if x is None:
-        ok = compare.exact(got.cpu().numpy(), "float16", ref).ok
+    if x is None:   # AWQ and compressed-tensors dequantize return float32, the exact s * (q - z) (KC-1.8, KC-1.9)
+        ok = compare.exact(got.cpu().numpy(), str(got.dtype).removeprefix("torch."), ref).ok
     else:
         ok = compare.within_bound(y.cpu().numpy(), "float16", x.cpu().numpy(), ref, w_rounding=name != "spqr").ok
     if not ok:
@@ -102,7 +118,7 @@ def run_shape(out_f: int, in_f: int, bandwidth: float, do_check: bool) -> None:
 
     from importlib import import_module
 
-    from qformats.formats import ggml, gptq, q4_k, spqr
+    from qformats.formats import awq, ctensors, ggml, gptq, q4_k, spqr
     from reference_kernels import gptq as kg
     from reference_kernels import q4_k as kq
     from reference_kernels import spqr as ks
@@ -122,6 +138,16 @@ def run_shape(out_f: int, in_f: int, bandwidth: float, do_check: bool) -> None:
         "spqr": (lambda: ks.dequantize(**sp, m=out_f, n=in_f),
                  lambda x: ks.matmul(**sp, m=out_f, n=in_f, x=x), sum(v.numel() * v.element_size() for v in sp.values())),
     }
+    from reference_kernels import awq as kawq
+    from reference_kernels import ctensors as kct
+
+    aw, ct = ({k: torch.from_numpy(v).to(dev) for k, v in d.items()} for d in awq_ct_layers(out_f, in_f))
+    rows["awq 4-bit"] = (lambda: kawq.dequantize(**aw, group_size=128),
+                         lambda x: kawq.matmul(**aw, group_size=128, x=x),
+                         sum(v.numel() * v.element_size() for v in aw.values()))
+    rows["ct int4"] = (lambda: kct.dequantize(**ct, num_bits=4, group_size=128),
+                       lambda x: kct.matmul(**ct, num_bits=4, group_size=128, x=x),
+                       sum(v.numel() * v.element_size() for k, v in ct.items() if k != "weight_shape"))
     gb = {f: torch.from_numpy(ggml_blocks(f, out_f, in_f)).to(dev) for f in GGML_KERNELS}
     for f, b in gb.items():
         k = import_module(f"reference_kernels.{f}")
@@ -132,6 +158,9 @@ def run_shape(out_f: int, in_f: int, bandwidth: float, do_check: bool) -> None:
                                               group_size=128),
                 "q4_k": q4_k.dequantize(blocks.cpu().numpy()),
                 "spqr": spqr.dequantize({k: v.cpu().numpy() for k, v in sp.items()}),
+                "awq 4-bit": awq.dequantize({k: v.cpu().numpy() for k, v in aw.items()}, group_size=128),
+                "ct int4": ctensors.dequantize({k: v.cpu().numpy() for k, v in ct.items()}, num_bits=4,
+                                               group_size=128),
                 **{f: ggml.dequantize(f, b.cpu().numpy()) for f, b in gb.items()}}
     for name, (deq, mm, weight_bytes) in rows.items():
         x1 = torch.rand(1, in_f, dtype=torch.float16, device=dev) * 2 - 1

@@ -151,7 +151,7 @@ def test_benchmark_script_runs_in_the_interpreter():
     done = subprocess.run([sys.executable, str(script), "--cpu-smoke", "--shapes", "32x256"], capture_output=True,
                           text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.count("check ok/ok/ok") == 6
+    assert done.stdout.count("check ok/ok/ok") == 8                # GPTQ, q4_K, SpQR, AWQ, compressed-tensors, 3 types
 
 
 def test_runner_passes_torch_tensors_with_device_cpu():
