@@ -239,3 +239,42 @@ def test_judge_packed_names_every_tensor_of_another_dtype():
     assert ct_cases.judge_pack(case, "pack", arrays, "mapping") == \
         ("pass", "decodes to the reference values; the reference packer's values in another dtype "
                  "(weight_scale float32, reference float16; weight_shape int32, reference int64)")
+
+
+def _ct_pack_case(case_id: str):
+    from qformats.formats.ctensors import cases as ct_cases
+    return ct_cases, next(c for c in ct_cases.cases() if c.id == case_id)
+
+
+def test_ct_judge_pack_fails_a_writer_setting_the_first_padding_bit():
+    """CT-2.3 "a writer MUST write zeros" after a row's last value: 3 bits x 80 values use 240 of 256 bits,
+    so bit 240 (bit 16 of the row's last word) is the first padding bit; a packer that sets it fails."""
+    ct_cases, case = _ct_pack_case("ctensors_pack/pack/b3_sym_g16_k80")
+    arrays = ct_cases._packed(dict(case.inputs), 3, 16)
+    arrays["weight_packed"] = arrays["weight_packed"].copy()
+    arrays["weight_packed"][5, -1] |= np.int32(1 << 16)
+    assert ct_cases.judge_pack(case, "pack", arrays, "mapping") == (
+        "fail", "wrote a non-conforming layer: 'weight_packed' must be zero bits after the last value of each "
+                "packed row (CT-2.3: a writer MUST write zeros) (got 1 rows with bits set) "
+                "[ctensors.padding.nonzero, CT-2.3]")
+
+
+def test_ct_judge_pack_holds_the_last_values_top_bit_to_the_values_not_the_padding():
+    """One bit below: bit 239 is the top bit of value 79, so setting it changes a weight (a value failure)."""
+    ct_cases, case = _ct_pack_case("ctensors_pack/pack/b3_sym_g16_k80")
+    arrays = ct_cases._packed(dict(case.inputs), 3, 16)
+    arrays["weight_packed"] = arrays["weight_packed"].copy()
+    arrays["weight_packed"][5, -1] ^= np.int32(1 << 15)
+    status, detail = ct_cases.judge_pack(case, "pack", arrays, "mapping")
+    assert status == "fail" and detail.startswith("1 / 1920 weights decode differently; first at [5, 79]: ")
+
+
+def test_ct_judge_pack_fails_padding_bits_in_zero_points():
+    """CT-2.5: zero points are packed along the output axis, 24 rows x 3 bits = 72 of 96 bits: bit 72 of a
+    column's stream (bit 8 of its last word) is padding."""
+    ct_cases, case = _ct_pack_case("ctensors_pack/pack/b3_asym_g16_k80")
+    arrays = ct_cases._packed(dict(case.inputs), 3, 16)
+    arrays["weight_zero_point"] = arrays["weight_zero_point"].copy()
+    arrays["weight_zero_point"][-1, 2] |= np.int32(1 << 8)
+    status, detail = ct_cases.judge_pack(case, "pack", arrays, "mapping")
+    assert status == "fail" and "'weight_zero_point' must be zero bits after the last value" in detail

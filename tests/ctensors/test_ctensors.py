@@ -13,7 +13,7 @@ import pytest
 from qformats.containers.checkpoint import open_checkpoint
 from qformats.errors import QFormatsError
 from qformats.formats import awq, ctensors, gptq
-from qformats.formats.ctensors.codec import pack_dense, unpack_dense
+from qformats.formats.ctensors.codec import checked_tensors, pack_dense, unpack_dense
 from qformats.validate import validate
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -204,3 +204,98 @@ def test_checkpoint_validates_and_decodes_from_the_command_line(name, tmp_path, 
     for module in modules:
         want, dtype = _expected_bits(name, module)
         assert np.array_equal(_as_bits(decoded[f"{module}.weight"], dtype), want), module
+
+
+# -- checked_tensors: each CT-2.1/2.2/2.4 check at its limit and one past it (found by mutation testing) ---------
+
+def _small_layer(**changed) -> dict:
+    """4 x 32 at 4 bits, group 16 (G = 2), asymmetric, act-order g_idx; ``changed`` replaces (None: drops) tensors."""
+    layer = dict(ctensors.pack(np.zeros((4, 32), np.int8), np.ones((4, 2), np.float16), num_bits=4, group_size=16,
+                               zero_points=np.zeros((4, 2), np.int8), g_idx=np.repeat([1, 0], 16)).tensors)
+    layer.update(changed)
+    return {k: v for k, v in layer.items() if v is not None}
+
+
+def _refusal(layer, group_size=None) -> tuple:
+    with pytest.raises(QFormatsError) as err:
+        checked_tensors(layer, 4, group_size=group_size)
+    return err.value.code, err.value.tensor, err.value.constraint, err.value.actual
+
+
+@pytest.mark.parametrize("name", ["weight_packed", "weight_scale", "weight_shape"])
+def test_checked_tensors_refuses_a_missing_tensor(name):
+    assert _refusal(_small_layer(**{name: None})) == ("tensor.missing", name, "present (CT-2.1)", "absent")
+
+
+@pytest.mark.parametrize("shape", [[0, 32], [4, 0]], ids=["out-0", "in-0"])
+def test_checked_tensors_refuses_a_zero_size(shape):
+    assert _refusal(_small_layer(weight_shape=np.array(shape))) == \
+        ("tensor.shape", "weight_shape", "two positive sizes [out, in]", shape)
+
+
+def test_checked_tensors_accepts_one_by_one_and_an_int32_weight_shape():
+    layer = {"weight_packed": np.zeros((1, 1), np.int32), "weight_scale": np.ones((1, 1), np.float16),
+             "weight_shape": np.array([1, 1], np.int32)}
+    t = checked_tensors(layer, 4)
+    assert (t["out"], t["in"], t["groups"], t["group_size"]) == (1, 1, 1, -1)
+
+
+def test_checked_tensors_refuses_a_weight_shape_of_three_sizes():
+    assert _refusal(_small_layer(weight_shape=np.array([4, 32, 1]))) == \
+        ("tensor.shape", "weight_shape", "of shape (2,)", (3,))
+
+
+@pytest.mark.parametrize("columns", [3, 0], ids=["3-does-not-divide-32", "none"])
+def test_checked_tensors_refuses_scale_columns_not_dividing_in_features(columns):
+    assert _refusal(_small_layer(weight_scale=np.ones((4, columns), np.float16))) == \
+        ("tensor.shape", "weight_scale", "of shape (4, G) with G dividing in_features 32 (CT-2.2)", (4, columns))
+
+
+def test_checked_tensors_refuses_scales_of_other_rows():
+    assert _refusal(_small_layer(weight_scale=np.ones((3, 2), np.float16))) == \
+        ("tensor.shape", "weight_scale", "of shape (4, G) with G dividing in_features 32 (CT-2.2)", (3, 2))
+
+
+def test_checked_tensors_group_size_fixes_the_scale_columns():
+    """CT-2.2: group 32 over K 32 is one column; the layer's two (group 16) are refused, not re-read as group 16."""
+    assert _refusal(_small_layer(), group_size=32) == ("tensor.shape", "weight_scale", "of shape (4, 1)", (4, 2))
+    assert checked_tensors(_small_layer(), 4, group_size=16)["groups"] == 2
+
+
+def test_checked_tensors_refuses_a_nonfinite_scale():
+    scale = np.ones((4, 2), np.float16)
+    scale[1, 0] = np.inf
+    code, tensor, _, _ = _refusal(_small_layer(weight_scale=scale))
+    assert (code, tensor) == ("ctensors.scales.nonfinite", "weight_scale")
+
+
+def test_checked_tensors_returns_the_group_size_as_an_int():
+    t = checked_tensors(_small_layer(), 4)
+    assert type(t["group_size"]) is int and t["group_size"] == 16
+
+
+def test_checked_tensors_refuses_zero_points_of_another_shape():
+    assert _refusal(_small_layer(weight_zero_point=np.zeros((1, 3), np.int32))) == \
+        ("tensor.shape", "weight_zero_point", "of shape (1, 2)", (1, 3))
+
+
+def test_checked_tensors_returns_g_idx_at_its_limits_0_and_g_minus_1():
+    t = checked_tensors(_small_layer(), 4)
+    np.testing.assert_array_equal(t["weight_g_idx"], np.repeat([1, 0], 16))
+
+
+@pytest.mark.parametrize(("bad", "actual"), [(-1, "-1 at [20]"), (2, "2 at [20]")], ids=["minus-1", "g"])
+def test_checked_tensors_refuses_g_idx_one_past_each_limit(bad, actual):
+    """The first index out of [0, G) is named, not the first 0 (index 0 here) or G - 1 before it."""
+    g_idx = np.repeat([0, 1], 16)
+    g_idx[20] = bad
+    assert _refusal(_small_layer(weight_g_idx=g_idx)) == \
+        ("ctensors.g_idx.range", "weight_g_idx", "in [0, 2) (CT-2.4)", actual)
+
+
+@pytest.mark.parametrize(("g_idx", "expected"), [
+    pytest.param(np.zeros(32, np.float32), ("tensor.dtype", "weight_g_idx", "int32 or int64", "float32"), id="float"),
+    pytest.param(np.zeros(31, np.int32), ("tensor.shape", "weight_g_idx", "of shape (32,)", (31,)), id="short"),
+])
+def test_checked_tensors_refuses_a_g_idx_of_another_dtype_or_length(g_idx, expected):
+    assert _refusal(_small_layer(weight_g_idx=g_idx)) == expected

@@ -143,10 +143,16 @@ def reference(case: Case) -> np.ndarray:
     return codec.dequantize(dict(case.inputs), num_bits=case.params["num_bits"], group_size=case.params["group_size"])
 
 
+def _written(layer: dict[str, np.ndarray], bits: int) -> np.ndarray:
+    """A writer's layer decoded, after its padding bits are held to zero (CT-2.3)."""
+    codec.check_padding(codec.checked_tensors(layer, bits), bits)
+    return codec.dequantize(layer, num_bits=bits)
+
+
 def judge_pack(case: Case, op: str, arrays: dict[str, np.ndarray], kind: str) -> tuple[str, str]:
     """A packer's answer: tensors that decode to ``s * (q - zp)`` of its inputs (CT-3.2); byte identity with
     the reference packer (compressed-tensors' own layout) reported as the higher level."""
     wanted = OUTPUTS[:3] + (("weight_zero_point",) if "zero_points" in case.inputs else ())
     bits, gs = case.params["num_bits"], case.params["group_size"]
-    return judge_packed(arrays, kind, wanted, decode=lambda layer: codec.dequantize(layer, num_bits=bits),
+    return judge_packed(arrays, kind, wanted, decode=lambda layer: _written(layer, bits),
                         expected=reference(case), reference_packed=lambda: _packed(dict(case.inputs), bits, gs))

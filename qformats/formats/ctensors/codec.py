@@ -175,6 +175,29 @@ def checked_tensors(layer: Any, num_bits: int, *, group_size: int | None = None)
     return out
 
 
+def dirty_padding_rows(packed: np.ndarray, bits: int, count: int) -> int:
+    """How many rows of a packed stream have non-zero bits after their last value (CT-2.3: writers write
+    zeros; readers ignore them). ``count`` values per row."""
+    spare = packed.shape[1] * 32 - count * bits
+    if spare <= 0:
+        return 0
+    last = np.ascontiguousarray(packed[:, -1]).view(np.uint32)
+    return int(np.count_nonzero(last >> np.uint32(32 - spare)))
+
+
+def check_padding(t: dict[str, Any], num_bits: int) -> None:
+    """A writer's rows end in zero bits (CT-2.3): ``weight_packed`` along the input axis, ``weight_zero_point``
+    along the output axis (CT-2.5). ``t`` as :func:`checked_tensors` returns it."""
+    streams = [("weight_packed", t["weight_packed"], t["in"])]
+    if "weight_zero_point" in t:
+        streams.append(("weight_zero_point", t["weight_zero_point"].T, t["out"]))
+    for name, packed, count in streams:
+        dirty = dirty_padding_rows(packed, num_bits, count)
+        if dirty:
+            raise fail("ctensors.padding.nonzero", name, "zero bits after the last value of each packed row "
+                       "(CT-2.3: a writer MUST write zeros)", f"{dirty} rows with bits set")
+
+
 def unpack(layer: Any, *, num_bits: int) -> tuple[np.ndarray, np.ndarray | None]:
     """Signed codes ``(out, in)`` and signed zero points ``(out, G)`` (None when symmetric), int8 (CT-2.3)."""
     t = checked_tensors(layer, num_bits)

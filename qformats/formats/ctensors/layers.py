@@ -55,17 +55,6 @@ def _schemes(ckpt: Any, config: CTConfig, names: list[str]) -> tuple[dict[str, M
     return schemes, findings
 
 
-def _padding_bits(packed: np.ndarray, bits: int, count: int) -> int:
-    """How many rows have non-zero bits after the last value of the row (CT-2.3: writers write zeros)."""
-    used = count * bits
-    words = packed.shape[1]
-    spare = words * 32 - used
-    if spare == 0:
-        return 0
-    last = packed[:, -1].view(np.uint32)
-    return int(np.count_nonzero(last >> np.uint32(32 - spare)))
-
-
 def layer_check(name: str, t: dict[str, np.ndarray], scheme: ModuleScheme, deep: bool) -> tuple[list[Finding], dict]:
     """Structure against the scheme (CT-2, CT-5.4), finite scales (CT-3.3), padding (CT-2.3), ``--deep``."""
     b = scheme.num_bits
@@ -93,7 +82,7 @@ def layer_check(name: str, t: dict[str, np.ndarray], scheme: ModuleScheme, deep:
         what = "holds weight_zero_point although symmetric" if has_zp else "has no weight_zero_point although asymmetric"
         findings.append(finding("ctensors.config.tensor_mismatch", "error", f"'{name}' {what} (CT-2.1)",
                                 tensor=f"{name}.weight_zero_point"))
-    dirty = _padding_bits(checked["weight_packed"], b, k)
+    dirty = codec.dirty_padding_rows(checked["weight_packed"], b, k)
     if dirty:
         findings.append(finding("ctensors.padding.nonzero", "warning", f"{dirty} rows of '{name}.weight_packed' have "
                                 "non-zero bits after their last value (readers ignore them)",
