@@ -27,6 +27,10 @@ SAMPLE_VERDICTS = {
     "q4_k.gguf": ("valid", set()),
     "q4_k_m.gguf": ("valid", set()),
     "q4_k_m_nan_scale.gguf": ("invalid", {"ggml.scale.nonfinite"}),
+    "awq_gemm": ("valid", set()),
+    "awq_gemv_bytes_labelled_gemm": ("invalid", {"awq.label.mismatch"}),
+    "ctensors_w4_asym": ("valid", set()),
+    "ctensors_nan_scale": ("invalid", {"ctensors.scales.nonfinite"}),
 }
 LAYERS = {"q4_k_m.gguf": 9, "q4_k_m_nan_scale.gguf": 9}    # every tensor of a GGUF file is checked (GGML-3.5)
 
