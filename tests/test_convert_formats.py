@@ -648,3 +648,295 @@ def test_gptqmodel_reads_the_converted_checkpoint_as_qformats(out, real, job):
     assert sorted(real[job]) == sorted(ours)
     for module, weight in ours.items():
         np.testing.assert_array_equal(real[job][module], weight.astype(np.float16).astype(np.float32))
+
+
+def test_modules_of_two_formats_are_refused(tmp_path):
+    """QF-5.1: a GPTQ checkpoint holding one compressed-tensors module (weight_packed) has no one source format."""
+    ckpt = tmp_path / "src"
+    ckpt.mkdir()
+    tensors = load_file(str(GPTQ_V1 / "model.safetensors"))
+    tensors.update({"extra.weight_packed": np.zeros((4, 16), np.int32),
+                    "extra.weight_scale": np.ones((4, 1), np.float16),
+                    "extra.weight_shape": np.array([4, 128], np.int64)})
+    save_file(tensors, str(ckpt / "model.safetensors"))
+    (ckpt / "config.json").write_bytes((GPTQ_V1 / "config.json").read_bytes())
+    err = refused(ckpt, "awq_gemm", tmp_path)
+    assert whole(err) == ("argument.invalid", "path", "a checkpoint whose quantized modules are of one format",
+                          "ctensors, gptq", None)
+
+
+def test_a_spqr_checkpoint_is_refused_across_formats(tmp_path):
+    """Only GPTQ, AWQ GEMM and compressed-tensors modules convert across formats (AWQ-4, CT-4)."""
+    err = refused(ROOT / "fixtures" / "checkpoints" / "spqr_csr", "awq_gemm", tmp_path)
+    assert whole(err) == ("argument.invalid", "path", "a GPTQ, AWQ GEMM or compressed-tensors pack-quantized "
+                          "checkpoint", "spqr layers", None)
+
+
+def test_a_checkpoint_without_quantized_modules_is_refused_across_formats(tmp_path):
+    ckpt = tmp_path / "src"
+    ckpt.mkdir()
+    save_file({"lm_head.weight": np.zeros((4, 8), np.float16)}, str(ckpt / "model.safetensors"))
+    (ckpt / "config.json").write_text("{}")
+    err = refused(ckpt, "compressed_tensors", tmp_path)
+    assert whole(err) == ("argument.invalid", "path", "a GPTQ, AWQ GEMM or compressed-tensors pack-quantized "
+                          "checkpoint", "no quantized modules", None)
+
+
+def _pinned_config(path: Path) -> dict:
+    """The quantization_config the real library wrote for a fixture checkpoint (GPTQModel's run metadata dropped)."""
+    return {k: v for k, v in quant_config(path).items() if k != "meta"}
+
+
+@pytest.mark.parametrize(("to", "symmetric", "path"), [("awq_gemm", False, AWQ),
+                                                        ("compressed_tensors", True, CT / "w4_sym_group32"),
+                                                        ("gptq", True, GPTQ_V1)], ids=["awq", "ct", "gptq"])
+def test_quantization_config_is_the_one_the_real_library_wrote(to, symmetric, path):
+    """AWQ-5.1, CT-5.1, GPTQ-6.3: 4-bit, group size 32, lm_head unquantized, as the pinned fixture configs."""
+    from qformats.convert import quantization_config
+
+    assert quantization_config(to, bits=4, group_size=32, symmetric=symmetric,
+                               excluded=[] if to == "gptq" else ["lm_head"]) == _pinned_config(path)
+
+
+def test_gptq_config_says_lm_head_when_lm_head_is_quantized():
+    """GPTQ-6.3: GPTQModel's ``lm_head`` key is true when lm_head is one of the quantized modules."""
+    from qformats.convert import quantization_config
+
+    assert quantization_config("gptq_v2", bits=4, group_size=32, symmetric=True, quantized={"lm_head"})["lm_head"]
+
+
+def test_mixed_group_sizes_are_refused_with_awqs_code_for_awq(tmp_path):
+    """AWQ-4.3: the one-scheme refusal for target awq_gemm carries AWQ's error code."""
+    ckpt = _ct_checkpoint(tmp_path, {"a": {"num_bits": 4, "group_size": 32}, "b": {"num_bits": 4, "group_size": 16}},
+                          {"g0": {"targets": ["a"], "num_bits": 4, "type": "int", "symmetric": True,
+                                  "strategy": "group", "group_size": 32},
+                           "g1": {"targets": ["b"], "num_bits": 4, "type": "int", "symmetric": True,
+                                  "strategy": "group", "group_size": 16}})
+    err = refused(ckpt, "awq_gemm", tmp_path)
+    assert whole(err) == ("awq.convert.unrepresentable", "b.group_size", "32, as in a: qformats convert writes "
+                          "one scheme for every module (AWQ-4.3, CT-4.4)", 16, "model.safetensors")
+
+
+def test_conversion_across_formats_creates_a_missing_output_parent(tmp_path):
+    out = tmp_path / "new" / "parent" / "ct"
+    modules = sum(name.endswith(".qweight") for name in load_file(str(AWQ / "model.safetensors")))
+    assert convert(str(AWQ), str(out), to="compressed_tensors") == {"layers": modules, "from": "awq"}
+    assert (out / "config.json").is_file()
+
+
+def test_output_is_staged_in_a_hidden_sibling_then_renamed(tmp_path, monkeypatch):
+    """Staged beside the output (same filesystem, so the rename is atomic) under '.<name>.', as tools.convert."""
+    import qformats.convert as across
+
+    renames = []
+    monkeypatch.setattr(across.os, "replace", lambda src, dst: renames.append((Path(src), Path(dst))))
+    convert(str(AWQ), str(tmp_path / "out"), to="compressed_tensors")
+    (stage, dst), = renames
+    assert dst == tmp_path / "out" and stage.parent == tmp_path and stage.name.startswith(".out.")
+
+
+def test_a_failure_while_writing_leaves_no_output_and_no_staging_directory(tmp_path, monkeypatch):
+    import qformats.convert as across
+
+    def broken(*args):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(across, "_write_side_files", broken)
+    with pytest.raises(OSError, match="disk full"):
+        convert(str(AWQ), str(tmp_path / "out"), to="compressed_tensors")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_bad_awq_config_is_refused_naming_config_json(tmp_path):
+    """AWQ-5.1: AWQ GEMM stores zero points, so its config says zero_point true; the error names config.json."""
+    src = tmp_path / "src"
+    shutil.copytree(AWQ, src)
+    config = json.loads((src / "config.json").read_text())
+    config["quantization_config"]["zero_point"] = False
+    (src / "config.json").write_text(json.dumps(config))
+    err = refused(src, "gptq_v2", tmp_path)
+    assert whole(err) == ("awq.config.invalid", "zero_point", "true", False, "config.json")
+
+
+def test_a_compressed_tensors_checkpoint_without_config_is_refused(tmp_path):
+    """CT-5.1: the scheme of pack-quantized modules is in config.json's config_groups; without it none is known."""
+    src = tmp_path / "src"
+    src.mkdir()
+    shutil.copy(CT / "w4_sym_group32" / "model.safetensors", src)
+    err = refused(src, "gptq_v2", tmp_path)
+    assert whole(err) == ("ctensors.config.invalid", "config_groups", "present", {}, None)
+
+
+def test_an_unknown_source_version_is_refused_across_formats(tmp_path):
+    err = refused(GPTQ_V1, "awq_gemm", tmp_path, "--source-version", "v3")
+    assert whole(err) == ("argument.invalid", "source_version", "v1 or v2", "v3", None)
+
+
+UNQUANTIZED_BY_CONFIG = {   # source, config edit, target, the whole error (the module still holds its code tensor)
+    "gptq": (GPTQ_V1, {"dynamic": {"-:.*down_proj": {}}}, "awq_gemm",
+             ("gptq.config.tensor_mismatch", "model.layers.0.mlp.down_proj.qweight", "absent: dynamic rule "
+              "'-:.*down_proj' leaves this module unquantized (GPTQ-6.6)", "present", "model.safetensors")),
+    "awq": (AWQ, {"modules_to_not_convert": ["lm_head", "down_proj"]}, "gptq_v2",
+            ("awq.config.tensor_mismatch", "model.layers.0.mlp.down_proj.qweight", "absent: modules_to_not_convert "
+             "entry 'down_proj' leaves this module unquantized (AWQ-5.2)", "present", "model.safetensors")),
+    "ct": (CT / "w4_sym_group32", {"ignore": ["lm_head", "re:.*down_proj"]}, "gptq_v2",
+           ("ctensors.config.tensor_mismatch", "model.layers.0.mlp.down_proj.weight_packed", "in a module a "
+            "pack-quantized config group targets (CT-5.3)", "ignored by ignore entry 're:.*down_proj'",
+            "model.safetensors")),
+}
+
+
+@pytest.mark.parametrize("case", list(UNQUANTIZED_BY_CONFIG))
+def test_a_quantized_module_its_config_leaves_unquantized_is_refused(tmp_path, case):
+    """GPTQ-6.6, AWQ-5.2, CT-5.3: the config's exclusion and the module's packed codes contradict each other."""
+    source, edit, to, expected = UNQUANTIZED_BY_CONFIG[case]
+    src = tmp_path / "src"
+    shutil.copytree(source, src)
+    config = json.loads((src / "config.json").read_text())
+    config["quantization_config"].update(edit)
+    (src / "config.json").write_text(json.dumps(config))
+    assert whole(refused(src, to, tmp_path)) == expected
+
+
+
+def _gptq_with_config(tmp_path: Path, **edit) -> Path:
+    src = tmp_path / "src"
+    shutil.copytree(GPTQ_V1, src)
+    config = json.loads((src / "config.json").read_text())
+    config["quantization_config"].update(edit)
+    (src / "config.json").write_text(json.dumps(config))
+    return src
+
+
+@pytest.mark.parametrize("extra", [(), ("--source-version", "v2")], ids=["v1", "read_as_v2"])
+def test_a_gptq_group_size_its_tensors_contradict_is_refused(tmp_path, extra):
+    """GPTQ-2.2: qzeros has ceil(K / group_size) rows: K=256 at the stated group size 64 is 4, the file has 8."""
+    err = refused(_gptq_with_config(tmp_path, group_size=64), "awq_gemm", tmp_path, *extra)
+    assert whole(err) == ("tensor.shape", "model.layers.0.mlp.down_proj.qzeros", "4 rows (ceil(K=256 / group_size=64))",
+                          8, "model.safetensors")
+
+
+def test_a_gptq_checkpoint_declared_asymmetric_stays_asymmetric(tmp_path):
+    """CT-4.4: symmetric only when the source declares it; centred zero points under sym=false keep their zeros."""
+    convert(str(_gptq_with_config(tmp_path, sym=False)), str(tmp_path / "out"), to="compressed_tensors")
+    assert quant_config(tmp_path / "out")["config_groups"]["group_0"]["weights"]["symmetric"] is False
+    assert "model.layers.0.mlp.down_proj.weight_zero_point" in load_file(str(tmp_path / "out" / "model.safetensors"))
+
+
+def test_an_awq_group_size_its_tensors_contradict_is_refused(tmp_path):
+    """AWQ-2.2: scales has K / group_size rows: K=128 at the stated group size 64 is 2, the file has 4."""
+    src = tmp_path / "src"
+    shutil.copytree(AWQ, src)
+    config = json.loads((src / "config.json").read_text())
+    config["quantization_config"]["group_size"] = 64
+    (src / "config.json").write_text(json.dumps(config))
+    err = refused(src, "gptq_v2", tmp_path)
+    assert whole(err) == ("tensor.shape", "model.layers.0.mlp.down_proj.scales", "of shape (2, 64)", (4, 64),
+                          "model.safetensors")
+
+
+def test_mixed_bit_widths_are_refused(tmp_path):
+    """CT-4.4: a 4-bit and an 8-bit module; the written config states one scheme."""
+    ckpt = _ct_checkpoint(tmp_path, {"a": {"num_bits": 4, "group_size": 32}, "b": {"num_bits": 8, "group_size": 32}},
+                          {"g0": {"targets": ["re:^a$"], "num_bits": 4, "type": "int", "symmetric": True,
+                                  "strategy": "group", "group_size": 32},
+                           "g1": {"targets": ["re:^b$"], "num_bits": 8, "type": "int", "symmetric": True,
+                                  "strategy": "group", "group_size": 32}})
+    err = refused(ckpt, "gptq_v2", tmp_path)
+    assert whole(err) == ("ctensors.convert.unrepresentable", "b.bits", "4, as in a: qformats convert writes "
+                          "one scheme for every module (AWQ-4.3, CT-4.4)", 8, "model.safetensors")
+
+
+def test_an_asymmetric_compressed_tensors_checkpoint_stays_asymmetric(tmp_path):
+    """CT-4.4: zero points that all happen to be 0 (GPTQ v2's 2^(b-1)) under symmetric=false stay asymmetric."""
+    ckpt = _ct_checkpoint(tmp_path, {"m": {"num_bits": 4, "group_size": 32, "zero_points": np.zeros((32, 2), np.int8)}},
+                          {"g": {"targets": ["Linear"], "num_bits": 4, "type": "int", "symmetric": False,
+                                 "strategy": "group", "group_size": 32}})
+    convert(str(ckpt), str(tmp_path / "out"), to="gptq_v2")
+    assert quant_config(tmp_path / "out")["sym"] is False
+
+
+def test_a_symmetric_source_becomes_compressed_tensors_without_zero_points(tmp_path):
+    """CT-2.5: a symmetric pack-quantized module stores no weight_zero_point, as compressed-tensors' own w4 sym
+    checkpoint (pinned fixture) holds the same suffixes."""
+    convert(str(GPTQ_V1), str(tmp_path / "out"), to="compressed_tensors")
+    module = "model.layers.0.mlp.down_proj"
+    written = {n.rpartition(".")[2] for n in read_header(str(tmp_path / "out" / "model.safetensors")).tensors
+               if n.startswith(module + ".")}
+    pinned = {n.rpartition(".")[2] for n in read_header(str(CT / "w4_sym_group32" / "model.safetensors")).tensors
+              if n.startswith(module + ".")}
+    assert written == pinned == {"weight_packed", "weight_scale", "weight_shape"}
+
+
+def _gptq_with_bfloat16_bias(tmp_path: Path) -> Path:
+    from qformats.convert import write_safetensors
+
+    src = tmp_path / "src"
+    shutil.copytree(GPTQ_V1, src)
+    tensors = load_file(str(src / "model.safetensors"))
+    entries = [(n, {"int32": "I32", "int64": "I64", "float16": "F16"}[a.dtype.name], a.shape, a)
+               for n, a in tensors.items()]
+    entries.append(("model.layers.0.mlp.down_proj.bias", "BF16", (64,), np.arange(64, dtype=np.uint16)))
+    write_safetensors(src / "model.safetensors", entries)
+    return src
+
+
+def test_a_bfloat16_bias_is_copied_as_is_to_compressed_tensors(tmp_path):
+    """CT-4.4: compressed-tensors keeps a module's bias in its own dtype; only AWQ and GPTQ store float16."""
+    convert(str(_gptq_with_bfloat16_bias(tmp_path)), str(tmp_path / "out"), to="compressed_tensors")
+    out = read_header(str(tmp_path / "out" / "model.safetensors")).tensors["model.layers.0.mlp.down_proj.bias"]
+    assert (out.dtype, tuple(out.shape)) == ("BF16", (64,))
+
+
+def test_a_bfloat16_bias_is_refused_with_awqs_code_for_awq(tmp_path):
+    err = refused(_gptq_with_bfloat16_bias(tmp_path), "awq_gemm", tmp_path)
+    assert whole(err) == ("awq.convert.unrepresentable", "model.layers.0.mlp.down_proj.bias", "float16: AWQ GEMM and "
+                          "GPTQ store float16 biases (AWQ-2.1, GPTQ-2.1); converting it would round", "BF16",
+                          "model.safetensors")
+
+
+def test_a_shard_without_quantized_modules_is_copied(tmp_path):
+    """CKPT-3: a shard holding only unquantized tensors is rewritten unchanged beside the converted one."""
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "config.json").write_bytes((AWQ / "config.json").read_bytes())
+    save_file(load_file(str(AWQ / "model.safetensors")), str(src / "model-00001-of-00002.safetensors"))
+    extra = np.arange(8, dtype=np.float16).reshape(2, 4)
+    save_file({"extra.norm": extra}, str(src / "model-00002-of-00002.safetensors"))
+    weight_map = {n: "model-00001-of-00002.safetensors" for n in load_file(str(AWQ / "model.safetensors"))}
+    (src / "model.safetensors.index.json").write_text(json.dumps(
+        {"metadata": {}, "weight_map": {**weight_map, "extra.norm": "model-00002-of-00002.safetensors"}}))
+    convert(str(src / "model.safetensors.index.json"), str(tmp_path / "out"), to="compressed_tensors")
+    shard = load_file(str(tmp_path / "out" / "model-00002-of-00002.safetensors"))
+    assert list(shard) == ["extra.norm"]
+    np.testing.assert_array_equal(shard["extra.norm"], extra, strict=True)
+    index = (tmp_path / "out" / "model.safetensors.index.json").read_text()     # as transformers writes it
+    assert index == json.dumps(json.loads(index), indent=2) + "\n"
+
+
+def test_write_safetensors_without_metadata_writes_the_bytes_the_safetensors_library_writes(tmp_path):
+    """ST-2.6: no __metadata__ key when there is none, byte for byte as safetensors' save_file writes it."""
+    from qformats.convert import write_safetensors
+
+    # "bb": the compact header is 1 past a multiple of 8, so 7 bytes of padding follow it (ST-2.3)
+    tensors = {"bb": np.arange(6, dtype=np.int32).reshape(2, 3), "a": np.ones(5, np.float16)}
+    write_safetensors(tmp_path / "ours.safetensors", [(n, {"int32": "I32", "float16": "F16"}[a.dtype.name], a.shape, a)
+                                                      for n, a in tensors.items()])
+    save_file(tensors, str(tmp_path / "theirs.safetensors"))
+    assert (tmp_path / "ours.safetensors").read_bytes() == (tmp_path / "theirs.safetensors").read_bytes()
+
+
+def test_every_side_file_but_the_source_format_configs_is_copied(tmp_path):
+    """QF convert: tokenizer and other files come along; quantize_config.json / quant_config.json name the source
+    format and are left out; config.json is rewritten, 2-space indented and newline-terminated as transformers."""
+    src = tmp_path / "src"
+    shutil.copytree(AWQ, src)
+    side = ["tokenizer.json", "generation_config.json", "special_tokens_map.json", "vocab.txt"]
+    for name in side + ["quantize_config.json", "quant_config.json"]:
+        (src / name).write_text(json.dumps({"name": name}))
+    convert(str(src), str(tmp_path / "out"), to="compressed_tensors")
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == sorted(side + ["config.json", "model.safetensors"])
+    for name in side:
+        assert (tmp_path / "out" / name).read_bytes() == (src / name).read_bytes()
+    text = (tmp_path / "out" / "config.json").read_text()
+    assert text == json.dumps(json.loads(text), indent=2) + "\n"
