@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from . import __version__
-from .containers.checkpoint import CONFIG_FILES, Checkpoint
+from .containers.checkpoint import CONFIG_FILES, Checkpoint, path_error
 from .errors import QFormatsError, fail
 from .formats import awq, ctensors, gptq
 from .formats.awq import layout as awq_layout
@@ -356,6 +356,16 @@ def write_safetensors(path: Path, entries: Iterable[tuple[str, str, tuple[int, .
             fh.write(np.ascontiguousarray(array).view(np.uint8).reshape(-1).data)   # one tensor in memory at a time
 
 
+def copy_side_file(src: Path, dst: Path) -> None:
+    """A file beside the weights (tokenizer, generation config ...) copied byte for byte, streamed; one that
+    cannot be read (a link to /proc/self/mem, a vanished file) is refused naming it (CKPT-1.2), never a
+    traceback. The callers copy regular files only: a FIFO or a device is not a side file."""
+    try:
+        shutil.copy2(src, dst)
+    except OSError as exc:
+        raise path_error(exc, str(src)) from None
+
+
 def _write_side_files(ckpt: Checkpoint, stage: Path, placed: dict[str, str], quantization_config: dict) -> None:
     """config.json with the target's quantization_config, the index rewritten, other files copied unchanged;
     the source's own quantize_config.json / quant_config.json are not carried over (they name its format)."""
@@ -368,7 +378,7 @@ def _write_side_files(ckpt: Checkpoint, stage: Path, placed: dict[str, str], qua
         if item.name == index:
             _write_index(item, stage / item.name, placed, stage)
         elif item.name != "config.json":
-            shutil.copy2(item, stage / item.name)
+            copy_side_file(item, stage / item.name)
     config = dict(ckpt.model_config or {})
     config["quantization_config"] = quantization_config
     (stage / "config.json").write_text(json.dumps(config, indent=2) + "\n")

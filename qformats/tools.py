@@ -18,7 +18,7 @@ from safetensors.numpy import save_file
 
 from .containers.checkpoint import Checkpoint, open_checkpoint
 from .containers.gguf import PLAIN_TYPES
-from .convert import ST_DTYPES, TARGETS, convert_across, source_format, write_safetensors
+from .convert import ST_DTYPES, TARGETS, convert_across, copy_side_file, source_format, write_safetensors
 from .errors import QFormatsError, fail
 from .formats import gptq
 from .formats.gptq.checks import checked_tensors
@@ -239,4 +239,4 @@ def _write_converted(ckpt: Checkpoint, stage: Path, converted: dict[str, np.ndar
                     raw = _converted_config(raw, target)
                 (stage / item.name).write_text(json.dumps(raw, indent=2) + "\n")
             else:
-                shutil.copy2(item, stage / item.name)
+                copy_side_file(item, stage / item.name)

@@ -940,3 +940,19 @@ def test_every_side_file_but_the_source_format_configs_is_copied(tmp_path):
         assert (tmp_path / "out" / name).read_bytes() == (src / name).read_bytes()
     text = (tmp_path / "out" / "config.json").read_text()
     assert text == json.dumps(json.loads(text), indent=2) + "\n"
+
+
+@pytest.mark.parametrize("to", ["gptq", "compressed_tensors"])
+def test_a_side_file_that_cannot_be_read_is_refused_naming_it(tmp_path, to):
+    """CKPT-1.2 (fuzz seed 2026, case 64916): generation_config.json linked to /proc/self/mem is a regular file
+    whose read fails (EIO); convert refuses it with the file named, leaves no output, never a traceback.
+    Both copy paths: GPTQ v2 -> v1 (qformats.tools) and across formats (qformats.convert)."""
+    src = tmp_path / "ckpt"
+    shutil.copytree(ROOT / "fixtures/checkpoints/gptq_v1_sym_4bit", src)
+    (src / "generation_config.json").symlink_to("/proc/self/mem")
+    out = tmp_path / "out"
+    with pytest.raises(QFormatsError) as err:
+        convert(str(src), str(out), to="gptq_v2" if to == "gptq" else to)
+    assert (err.value.code, err.value.constraint) == ("ckpt.path.unreadable", "a readable path")
+    assert err.value.file == str(src / "generation_config.json") and "Input/output error" in str(err.value.actual)
+    assert not out.exists() and [p.name for p in tmp_path.iterdir()] == ["ckpt"]
