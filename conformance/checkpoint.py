@@ -23,6 +23,7 @@ from typing import Any
 from qformats.containers.checkpoint import open_checkpoint
 from qformats.formats import registry
 from qformats.validate import group_layers, validate
+from qformats.report import not_checked
 
 __all__ = ["check_checkpoint", "to_text", "STATUSES"]
 
@@ -121,6 +122,7 @@ def check_checkpoint(path: str) -> dict[str, Any]:
     verdicts = _verdicts(rows, readers, claim) if rows else []
     return {"path": str(path), "verdict": report.verdict, "format": report.format,
             "errors": report.summary["errors"], "warnings": report.summary["warnings"],
+            "modules_not_checked": report.summary.get("modules_not_checked", 0),
             "finding_codes": sorted({f.code for f in report.findings}),
             "unit": unit, "writer": claim, "verdicts": verdicts,
             "readers": verdicts[0]["readers"] if len(verdicts) == 1 else {}, "layers": rows}
@@ -179,7 +181,7 @@ def _writer_lines(table: dict[str, Any]) -> list[str]:
 def to_text(table: dict[str, Any]) -> str:
     unit = table.get("unit", "layer")
     lines = [f"{table['path']}: {table['verdict'].upper()} ({table['format']}, {_plural(table['errors'], 'error')}, "
-             f"{_plural(table['warnings'], 'warning')}; qformats validate for the findings)"]
+             f"{_plural(table['warnings'], 'warning')}{not_checked(table)}; qformats validate for the findings)"]
     if not table["verdicts"]:
         lines.append("no emulated real readers for this checkpoint: the spec reader's verdict is the validator's")
         return "\n".join(lines) + "\n"

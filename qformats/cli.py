@@ -56,7 +56,7 @@ def _cmd_validate(args: argparse.Namespace) -> int:
 def _cmd_inspect(args: argparse.Namespace) -> int:
     from .inspect import empty_reason, render, rows
 
-    from .report import plural
+    from .report import not_checked, plural
 
     report, table = rows(args.path, args.format)
     if not table:
@@ -65,7 +65,7 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
     for line in render(table, args.width):
         print(line)
     s = report.summary
-    checked = f", {s['tensors_checked']} of {s['tensors']} tensors checked" if "tensors" in s else ""
+    checked = f", {s['tensors_checked']} of {s['tensors']} tensors checked" if "tensors" in s else not_checked(s)
     print(f"{plural(len(table), 'row')}{checked}; verdict {report.verdict} ({plural(s['errors'], 'error')}, "
           f"{plural(s['warnings'], 'warning')}: qformats validate for details)")
     return report.exit_code()

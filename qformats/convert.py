@@ -36,6 +36,7 @@ from .containers.checkpoint import CONFIG_FILES, Checkpoint, path_error
 from .errors import QFormatsError, fail
 from .formats import awq, ctensors, gptq
 from .formats.awq import layout as awq_layout
+from .formats.ctensors import layers as ct_layers
 from .formats.ctensors import layout as ct_layout
 from .formats.gptq.checks import checked_tensors as gptq_checked
 from .formats.gptq.layers import refuse_mislabelled, require_config
@@ -220,7 +221,8 @@ def _ct_reader(ckpt: Checkpoint, groups: list[LayerGroup]):
         t = _without_bias(load_layer(ckpt, group))
         if ckpt.tensor_info(group.tensors["weight_scale"]).dtype == "BF16":     # widened exactly (CT-2.1)
             t["weight_scale"] = (np.asarray(t["weight_scale"]).view(np.uint16).astype(np.uint32) << 16).view(np.float32)
-        layer = ctensors.to_gptq(t, num_bits=scheme.num_bits)
+        layout, _ = ct_layers.bytes_layout(group.name, t, scheme.num_bits, ct_layers.written_layout(config))
+        layer = ctensors.to_gptq(t, num_bits=scheme.num_bits, layout=layout)
         gs = layer.group_size
         return layer, scheme.num_bits, gs, scheme.symmetric and _centred(layer, scheme.num_bits, gs)
 

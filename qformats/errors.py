@@ -52,6 +52,12 @@ CODES: dict[str, tuple[str, str]] = {
     "ctensors.group.shape": ("CT-2.2", "group size does not divide in_features"),
     "ctensors.g_idx.range": ("CT-2.4", "a weight_g_idx value is outside [0, G)"),
     "ctensors.padding.nonzero": ("CT-2.3", "bits after the last value of a packed row are not zero (warning)"),
+    "ctensors.scheme.uncovered": ("CT-2.2", "a module's config group uses a strategy qformats does not decode: "
+                                  "not checked (warning)"),
+    "ctensors.layout.word": ("CT-2.6", "packed in compressed-tensors 0.9 .. 0.17's per-word layout, which 0.18 and "
+                             "later misread (warning)"),
+    "ctensors.layout.ambiguous": ("CT-2.6", "both bit layouts fit the widths and the config names no version "
+                                  "(warning)"),
     "ctensors.convert.unrepresentable": ("CT-4.1", "a layer the target format cannot express"),
     # -- GPTQ (spec/gptq.md) ---------------------------------------------------------------
     "gptq.config.invalid": ("GPTQ-6.1", "quantization config value outside its domain"),

@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, model_serializer
 
 from .errors import CODES, QFormatsError
 
-__all__ = ["Finding", "finding", "from_error"]
+__all__ = ["Finding", "finding", "from_error", "plural"]
 
 Severity = Literal["error", "warning", "info"]
 
@@ -36,6 +36,11 @@ class Finding(BaseModel):
         if data.get("count") is None:
             data.pop("count", None)
         return data
+
+
+def plural(n: int, word: str) -> str:
+    """``1 layer``, ``2 layers``."""
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
 def finding(code: str, severity: Severity, message: str, *, tensor: str | None = None,

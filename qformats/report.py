@@ -5,18 +5,14 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 
+from .findings import plural
 from .validate import Report
 
-__all__ = ["to_json", "to_text", "plural"]
+__all__ = ["to_json", "to_text", "plural", "not_checked"]
 
 SEVERITY_ORDER = ("error", "warning", "info")
 MAX_PER_GROUP = 5  # keep the text short enough to read; --json has everything
 DEEP_ROWS = 10     # --deep: the layers with the largest |w| in text; --json has every layer
-
-
-def plural(n: int, word: str) -> str:
-    """``1 layer``, ``2 layers``."""
-    return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
 def to_json(report: Report) -> str:
@@ -41,7 +37,13 @@ def _headline(report: Report) -> str:
     scope = (f"{s['tensors_checked']} of {plural(s['tensors'], 'tensor')} checked" if "tensors" in s
              else plural(s['layers'], 'layer'))
     return (f"{report.path}: {verdict} ({report.format}, {scope}, "
-            f"{plural(s['errors'], 'error')}, {plural(s['warnings'], 'warning')})")
+            f"{plural(s['errors'], 'error')}, {plural(s['warnings'], 'warning')}{not_checked(s)})")
+
+
+def not_checked(summary: dict) -> str:
+    """``, 1 module not checked`` where modules of foreign layouts were left unchecked (QF-5.2), else nothing."""
+    n = summary.get("modules_not_checked", 0)
+    return f", {plural(n, 'module')} not checked" if n else ""
 
 
 def _group_lines(code: str, items: list, layer_names: list[str], verbose: bool) -> list[str]:

@@ -13,13 +13,14 @@ every other problem, a malformed file included, is a finding and makes the verdi
 from __future__ import annotations
 
 import os
+import re
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
 from .containers.checkpoint import COULD_NOT_RUN_CODES, Checkpoint, open_checkpoint
 from .errors import QFormatsError, fail
-from .findings import Finding, finding, from_error
+from .findings import Finding, finding, from_error, plural
 from .formats import registry
 from .layers import LayerGroup, Progress, load_layer, tick
 
@@ -33,6 +34,10 @@ COULD_NOT_RUN = frozenset(COULD_NOT_RUN_CODES) | {"checkpoint.format.unsupported
 FOREIGN_SUFFIXES = {"B": "GPTQ Marlin (B, s)", "SCB": "bitsandbytes int8", "absmax": "bitsandbytes 4-bit",
                     "quant_map": "bitsandbytes 4-bit", "bitsandbytes__nf4": "bitsandbytes nf4",
                     "bitsandbytes__fp4": "bitsandbytes fp4", "weight_scale": "FP8 / compressed-tensors"}
+# bitsandbytes keeps a 4-bit Linear's state under ``<module>.weight.`` (absmax, quant_state.bitsandbytes__nf4)
+BNB_STATE = re.compile(r"\.weight(\.quant_state)?$")
+# findings, one per module, that say a module of a covered format was left unchecked (QF-5.2)
+NOT_CHECKED = frozenset({"ctensors.scheme.uncovered"})
 # quant_method values of other formats; a format's own other layouts are refused by its layers module.
 FOREIGN_METHODS = {"bitsandbytes": "bitsandbytes", "fp8": "FP8", "marlin": "GPTQ Marlin",
                    "gptq_marlin": "GPTQ Marlin", "bitblas": "BitBLAS", "exl2": "EXL2", "hqq": "HQQ",
@@ -74,23 +79,40 @@ def _gguf_faces() -> list[registry.Face]:
     return [f for f in registry.FACES.values() if getattr(f.layers, "GGUF_TYPES", ())]
 
 
-def group_layers(names: list[str], config: Any = None) -> tuple[list[LayerGroup], list[str]]:
+def group_layers(names: list[str], config: Any = None) -> tuple[list[LayerGroup], dict[str, list[str]]]:
     """Group tensors into modules by suffix (QF-5.1): the first registered format whose anchor tensor a
     module holds claims it; where formats share an anchor (AWQ and GPTQ: ``qweight``), the one whose
-    ``claims(config)`` says so. Also return the tensors of foreign layouts."""
+    ``claims(config)`` says so. Also return the modules of foreign layouts, each with its unclaimed tensors."""
     by_prefix: dict[str, dict[str, str]] = {}
     for full in names:
         prefix, _, suffix = full.rpartition(".")
         by_prefix.setdefault(prefix, {})[suffix] = full
     layers: list[LayerGroup] = []
-    foreign: list[str] = []
+    unclaimed: dict[str, list[str]] = {}
     for prefix, members in sorted(by_prefix.items()):
         owner = _owner([f for f in _module_faces() if f.layers.ANCHOR in members], config)
         if owner is not None:
             layers.append(LayerGroup(prefix, owner.name, {s: members[s] for s in owner.layers.SUFFIXES if s in members}))
-        foreign += [full for suffix, full in members.items()
-                    if suffix in FOREIGN_SUFFIXES and (owner is None or suffix not in owner.layers.SUFFIXES)]
-    return layers, foreign
+        unclaimed[prefix] = [full for suffix, full in members.items()
+                             if owner is None or suffix not in owner.layers.SUFFIXES]
+    return layers, _foreign_modules(unclaimed)
+
+
+def _foreign_modules(unclaimed: dict[str, list[str]]) -> dict[str, list[str]]:
+    """QF-5.2: each module holding an unclaimed tensor of a foreign suffix, with all its unclaimed tensors."""
+    marked = {BNB_STATE.sub("", prefix) for prefix, names in unclaimed.items()
+              if any(_foreign_suffix(name) for name in names)}
+    modules: dict[str, list[str]] = {}
+    for prefix, names in unclaimed.items():
+        module = BNB_STATE.sub("", prefix)
+        if module in marked and names:
+            modules.setdefault(module, []).extend(names)
+    return modules
+
+
+def _foreign_suffix(name: str) -> str | None:
+    """The layout a tensor's suffix names (``weight_scale`` -> FP8 / compressed-tensors), None for others."""
+    return FOREIGN_SUFFIXES.get(name.rpartition(".")[2])
 
 
 def _owner(candidates: list[registry.Face], config: Any) -> registry.Face | None:
@@ -141,7 +163,9 @@ def validate(path: str, *, deep: bool = False, fmt: str = "auto", progress: Prog
         if not rows:
             findings.append(finding("checkpoint.empty", "error", f"{len(layers)} quantized "
                                     f"layer{'s' if len(layers) > 1 else ''}, none of which could be checked"))
-        return _report(str(path), "+".join(sorted({layer.format for layer in layers})) or "unknown", findings, rows)
+        report = _report(str(path), "+".join(sorted({layer.format for layer in layers})) or "unknown", findings, rows)
+        unchecked = len(foreign) + sum(f.code in NOT_CHECKED for f in findings)
+        return report.model_copy(update={"summary": {**report.summary, "modules_not_checked": unchecked}})
 
 
 def _cpus() -> int:
@@ -250,13 +274,22 @@ def _refuse_foreign_method(ckpt: Checkpoint) -> None:
             refuse(config)
 
 
-def _foreign_findings(foreign: list[str]) -> list[Finding]:
+def _foreign_findings(foreign: dict[str, list[str]]) -> list[Finding]:
+    """QF-5.2: one warning counting and naming the modules of foreign layouts, and their tensors."""
     if not foreign:
         return []
-    kind = FOREIGN_SUFFIXES[foreign[0].rpartition(".")[2]]
+    first = next(iter(foreign))
+    kinds = dict.fromkeys(kind for names in foreign.values() for kind in map(_foreign_suffix, names) if kind)
+    tensors = sum(len(names) for names in foreign.values())
+    named = f"'{first}'" + (f" and {len(foreign) - 1} more" if len(foreign) > 1 else "")
     return [finding("checkpoint.layer.unsupported", "warning",
-                    f"{len(foreign)} tensors are in a layout qformats does not decode ({kind}), "
-                    f"first '{foreign[0]}'; they were not checked", tensor=foreign[0])]
+                    f"{plural(len(foreign), 'module')} ({plural(tensors, 'tensor')}) {_is(len(foreign))} in a "
+                    f"layout qformats does not decode ({', '.join(kinds)}): {named}; not checked",
+                    tensor=first, count=len(foreign))]
+
+
+def _is(n: int) -> str:
+    return "is" if n == 1 else "are"
 
 
 def _report(path: str, fmt: str, findings: list[Finding], layers: list[dict[str, Any]]) -> Report:

@@ -299,3 +299,40 @@ def test_checked_tensors_refuses_g_idx_one_past_each_limit(bad, actual):
 ])
 def test_checked_tensors_refuses_a_g_idx_of_another_dtype_or_length(g_idx, expected):
     assert _refusal(_small_layer(weight_g_idx=g_idx)) == expected
+
+
+# -- strategies outside CT-2.2: not checked, said (QF-5.2), never a contradiction -------------------------------
+
+def _with_tensor_strategy(tmp_path, targets):
+    ckpt, config = _copy(tmp_path, "w4_sym_group32")
+    groups = config["quantization_config"]["config_groups"]
+    groups["group_0"]["targets"] = ["re:.*q_proj$", "re:.*up_proj$"]
+    groups["group_1"] = {"targets": targets, "format": "pack-quantized", "weights": {
+        "num_bits": 4, "type": "int", "symmetric": True, "strategy": "tensor", "group_size": None}}
+    (ckpt / "config.json").write_text(json.dumps(config))
+    return ckpt
+
+
+def test_module_of_an_uncovered_strategy_is_not_checked_and_said(tmp_path):
+    """CT-2.2 'Other strategies (tensor, block, token, tensor_group) are not covered': the module is a warning
+    counted in modules_not_checked, the verdict line says so, the other modules are checked."""
+    report = validate(str(_with_tensor_strategy(tmp_path, ["re:.*down_proj$"])))
+    assert (report.verdict, report.summary["layers"], report.summary["modules_not_checked"]) == ("valid", 2, 1)
+    assert [(f.code, f.severity, f.tensor, f.message) for f in report.findings] == [(
+        "ctensors.scheme.uncovered", "warning", "model.layers.0.mlp.down_proj",
+        "'model.layers.0.mlp.down_proj' holds weight_packed but config group 'group_1' has strategy 'tensor' "
+        "(covered: group, channel); not checked")]
+    from qformats.report import to_text
+    assert to_text(report).splitlines()[0].endswith("(ctensors, 2 layers, 0 errors, 1 warning, 1 module not checked)")
+
+
+def test_checkpoint_of_uncovered_strategies_only_is_not_covered(tmp_path):
+    """QF-5.2: no module qformats could check: exit 2 naming the strategy, not a verdict."""
+    ckpt = _with_tensor_strategy(tmp_path, ["Linear"])
+    config = json.loads((ckpt / "config.json").read_text())
+    del config["quantization_config"]["config_groups"]["group_0"]
+    (ckpt / "config.json").write_text(json.dumps(config))
+    with pytest.raises(QFormatsError) as err:
+        validate(str(ckpt))
+    assert str(err.value) == ("'strategy' must be group or channel (CT-2.2) (got compressed-tensors pack-quantized, "
+                              "strategy tensor) [checkpoint.format.unsupported, QF-5.2]")

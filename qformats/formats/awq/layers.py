@@ -1,4 +1,4 @@
-"""AWQ GEMM modules in a checkpoint: claimed when the config says ``quant_method: awq`` (AWQ-5),
+"""AWQ GEMM modules in a checkpoint: claimed when the config says ``quant_method: awq`` or is AutoAWQ 0.1's (AWQ-5),
 checked (AWQ-2, AWQ-3, AWQ-6), decoded, and judged against the emulated real readers (AWQ-7)."""
 
 from __future__ import annotations
@@ -15,18 +15,32 @@ from ...findings import Finding, finding, from_error
 from ...layers import LayerGroup, Progress, ReaderValues, decode_stats, judge_readers, load_layer, tick
 from ...stats import Moments
 from .codec import checked_tensors, dequantize, unpack_words
-from .layout import PACK, AWQConfig, parse_config
+from .layout import OTHER_VERSIONS, PACK, AWQConfig, parse_config
 
 __all__ = ["ANCHOR", "SUFFIXES", "claims", "check", "decode", "reader_rows", "READERS", "Reader",
            "refuse_other_layout"]
 
 ANCHOR = "qweight"
 SUFFIXES = ("qweight", "qzeros", "scales", "bias")
+LEGACY_KEYS = ("w_bit", "q_group_size", "zero_point")       # AutoAWQ 0.1.x quant_config.json (AWQ-5.1)
 
 
 def claims(config: Any) -> bool:
-    """AWQ and GPTQ share the tensor names: a module is AWQ's when the config says so (AWQ-5.1)."""
-    return isinstance(config, dict) and str(config.get("quant_method", "")).lower() == "awq"
+    """AWQ and GPTQ share the tensor names: a module is AWQ's when the config says so (AWQ-5.1):
+    ``quant_method: awq``, or AutoAWQ 0.1's ``quant_config.json``, which has no ``quant_method``."""
+    if not isinstance(config, dict):
+        return False
+    if "quant_method" in config:
+        return str(config["quant_method"]).lower() == "awq"
+    return _legacy(config)
+
+
+def _legacy(config: dict[str, Any]) -> bool:
+    """AWQ-5.1: every key AutoAWQ 0.1 writes (``w_bit``, ``q_group_size``, ``zero_point``) and a version it
+    writes (``GEMM``, ``GEMV``, ..., any case); GPTQ's ``quantize_config.json`` has none of them."""
+    version = config.get("version")
+    return (all(key in config for key in LEGACY_KEYS) and isinstance(version, str)
+            and version.lower() in ("gemm", *OTHER_VERSIONS))
 
 
 def refuse_other_layout(config: dict[str, Any]) -> None:

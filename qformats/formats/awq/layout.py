@@ -3,7 +3,8 @@
 Config (AWQ-5): ``config.json["quantization_config"]`` as AutoAWQ's ``AwqConfig.to_transformers_dict``
 writes it (``quant_method``, ``zero_point``, ``group_size``, ``bits``, ``version``,
 ``modules_to_not_convert``); AutoAWQ's own key names (``q_group_size``, ``w_bit``) are accepted as
-aliases, as its ``from_transformers_dict`` reads them. Tensors (AWQ-2), ``K`` = in, ``N`` = out::
+aliases, as its ``from_transformers_dict`` reads them; AutoAWQ 0.1's ``quant_config.json`` (those names,
+no ``quant_method``, ``version`` upper-case) reads the same. Tensors (AWQ-2), ``K`` = in, ``N`` = out::
 
     qweight  int32    (K, N / 8)      codes, 8 per word along N, in the order of AWQ-2.3
     qzeros   int32    (G, N / 8)      zero points, packed the same way; stored as they are

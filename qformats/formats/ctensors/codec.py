@@ -6,6 +6,10 @@
 
 Codes and zero points are the signed values compressed-tensors quantizes to, in
 ``[-2^(b-1), 2^(b-1) - 1]``; on disk each is stored as ``value + 2^(b-1)`` (CT-2.3).
+
+Two bit layouts (``layout=``): ``"dense"``, one bit stream per row (compressed-tensors 0.18 and later,
+CT-2.3), and ``"word"``, ``32 // b`` whole values per word (compressed-tensors 0.9 to 0.17, CT-2.6). They
+are the same bytes when ``b`` divides 32 (1, 2, 4, 8 bits).
 """
 
 from __future__ import annotations
@@ -17,10 +21,11 @@ import numpy as np
 from ...errors import fail
 from ...tensors import Layer, check_finite, check_tensor
 
-__all__ = ["CTLayer", "pack", "unpack", "dequantize", "pack_dense", "unpack_dense", "packed_words", "BITS",
-           "SCALE_DTYPES", "checked_tensors"]
+__all__ = ["CTLayer", "pack", "unpack", "dequantize", "pack_dense", "unpack_dense", "pack_words", "unpack_words",
+           "packed_words", "BITS", "LAYOUTS", "SCALE_DTYPES", "checked_tensors", "fitting_layouts"]
 
 BITS = tuple(range(1, 9))
+LAYOUTS = ("dense", "word")               # CT-2.3 (compressed-tensors >= 0.18), CT-2.6 (0.9 .. 0.17)
 SCALE_DTYPES = ("float16", "float32")     # bfloat16 scales arrive widened (exactly) to float32
 
 
@@ -39,9 +44,59 @@ def check_num_bits(num_bits: Any) -> int:
     return int(num_bits)
 
 
-def packed_words(count: int, bits: int) -> int:
-    """ceil(count * b / 32): the words of one densely packed row of ``count`` values (CT-2.3)."""
+def check_layout(layout: Any) -> str:
+    if layout not in LAYOUTS:
+        raise fail("argument.invalid", "layout", "'dense' (CT-2.3) or 'word' (CT-2.6)", layout)
+    return layout
+
+
+def packed_words(count: int, bits: int, layout: str = "dense") -> int:
+    """The words of one packed row of ``count`` values: ceil(count b / 32) dense (CT-2.3),
+    ceil(count / (32 // b)) in the per-word layout (CT-2.6)."""
+    if layout == "word":
+        return -(-count // (32 // bits))
     return -(-count * bits // 32)
+
+
+def fitting_layouts(count: int, bits: int, words: int) -> list[str]:
+    """The layouts whose row of ``count`` values is ``words`` words long; both when ``b`` divides 32."""
+    return [layout for layout in LAYOUTS if packed_words(count, bits, layout) == words]
+
+
+def pack_words(values: np.ndarray, bits: int) -> np.ndarray:
+    """Unsigned b-bit values (rows, count) -> int32 (rows, ceil(count / (32 // b))): word w holds values
+    ``p w .. p w + p - 1`` (``p = 32 // b``), value ``p w + i`` at bits ``[b i, b i + b)``; the top
+    ``32 - p b`` bits of every word are 0 (CT-2.6)::
+
+        b = 3, p = 10:  word w = | 00 | v9 | v8 | ... | v1 | v0 |
+                                  31 30 29 27          5 3 2   0
+    """
+    v = np.asarray(values, np.uint32)
+    rows, count = v.shape
+    per = 32 // bits
+    words = packed_words(count, bits, "word")
+    padded = np.zeros((rows, words * per), np.uint32)
+    padded[:, :count] = v
+    shifts = (np.arange(per, dtype=np.uint32) * np.uint32(bits))
+    packed = np.bitwise_or.reduce(padded.reshape(rows, words, per) << shifts, axis=2)
+    return np.ascontiguousarray(packed).view(np.int32)
+
+
+def unpack_words(words: np.ndarray, bits: int, count: int) -> np.ndarray:
+    """Inverse of :func:`pack_words`: int32 (rows, ceil(count / (32 // b))) -> uint8 (rows, count)."""
+    w = np.asarray(words).view(np.uint32)
+    per = 32 // bits
+    shifts = np.arange(per, dtype=np.uint32) * np.uint32(bits)
+    fields = (w[:, :, None] >> shifts) & np.uint32((1 << bits) - 1)
+    return fields.reshape(w.shape[0], -1)[:, :count].astype(np.uint8)
+
+
+def _packer(layout: str):
+    return pack_words if layout == "word" else pack_dense
+
+
+def _unpacker(layout: str):
+    return unpack_words if layout == "word" else unpack_dense
 
 
 def _positions(bits: int) -> list[tuple[int, int]]:
@@ -69,9 +124,9 @@ def pack_dense(values: np.ndarray, bits: int) -> np.ndarray:
 
 def unpack_dense(words: np.ndarray, bits: int, count: int) -> np.ndarray:
     """Inverse of :func:`pack_dense`: int32 (rows, ceil(count b / 32)) -> uint8 (rows, count)."""
-    w = np.asarray(words).view(np.uint32).astype(np.uint64)
-    rows, n_words = w.shape
     runs = -(-count // 32)
+    w = np.asarray(words)[:, :runs * bits].view(np.uint32).astype(np.uint64)   # words past the values: unread
+    rows, n_words = w.shape
     padded = np.zeros((rows, runs * bits + 1), np.uint64)
     padded[:, :n_words] = w
     out = np.empty((rows, runs, 32), np.uint8)
@@ -111,21 +166,22 @@ def _groups_of(in_features: int, group_size: int | None) -> int:
 
 
 def pack(codes: Any, scales: Any, *, num_bits: int, group_size: int | None = None, zero_points: Any = None,
-         g_idx: Any = None, bias: Any = None) -> CTLayer:
+         g_idx: Any = None, bias: Any = None, layout: str = "dense") -> CTLayer:
     """Pack signed codes ``(out, in)`` with scales ``(out, G)`` (and signed zero points ``(out, G)`` for an
-    asymmetric layer) as compressed-tensors writes them (CT-2)."""
+    asymmetric layer) as compressed-tensors writes them (CT-2); ``layout="word"`` as 0.9 .. 0.17 did (CT-2.6)."""
     bits = check_num_bits(num_bits)
+    packer = _packer(check_layout(layout))
     q = _signed("codes", codes, bits, None)
     n, k = q.shape
     g = _groups_of(k, group_size)
     s = check_tensor("scales", scales, SCALE_DTYPES, (n, g))
     check_finite("scales", s, code="ctensors.scales.nonfinite")
     offset = 1 << (bits - 1)
-    tensors = {"weight_packed": pack_dense(q + offset, bits), "weight_scale": s,
+    tensors = {"weight_packed": packer(q + offset, bits), "weight_scale": s,
                "weight_shape": np.array([n, k], np.int64)}
     if zero_points is not None:
         z = _signed("zero_points", zero_points, bits, (n, g))
-        tensors["weight_zero_point"] = np.ascontiguousarray(pack_dense((z + offset).T, bits).T)
+        tensors["weight_zero_point"] = np.ascontiguousarray(packer((z + offset).T, bits).T)
     if g_idx is not None:
         tensors["weight_g_idx"] = check_tensor("g_idx", g_idx, ("int32", "int64"), (k,))
     if bias is not None:
@@ -137,14 +193,16 @@ def _get(layer: Any, name: str) -> Any:
     return layer.get(name) if isinstance(layer, dict) else getattr(layer, name, None)
 
 
-def checked_tensors(layer: Any, num_bits: int, *, group_size: int | None = None) -> dict[str, Any]:
+def checked_tensors(layer: Any, num_bits: int, *, group_size: int | None = None,
+                    layout: str = "dense") -> dict[str, Any]:
     """Tensors of one layer after the CT-2.1/2.2 dtype and shape checks and finite scales (CT-3.3).
 
     Returns the arrays plus ``out``, ``in``, ``groups`` and ``group_size`` (-1 for the channel strategy).
     ``group_size`` (the config's; -1 for channel), when given, must divide ``in`` and fix the scale columns;
-    without it the columns alone imply the groups.
+    without it the columns alone imply the groups. ``layout`` fixes the packed widths (CT-2.3, CT-2.6).
     """
     bits = check_num_bits(num_bits)
+    layout = check_layout(layout)
     for name in ("weight_packed", "weight_scale", "weight_shape"):
         if _get(layer, name) is None:
             raise fail("tensor.missing", name, "present (CT-2.1)", "absent")
@@ -152,7 +210,7 @@ def checked_tensors(layer: Any, num_bits: int, *, group_size: int | None = None)
     n, k = (int(v) for v in shape)
     if n <= 0 or k <= 0:
         raise fail("tensor.shape", "weight_shape", "two positive sizes [out, in]", [n, k])
-    packed = check_tensor("weight_packed", _get(layer, "weight_packed"), "int32", (n, packed_words(k, bits)))
+    packed = check_tensor("weight_packed", _get(layer, "weight_packed"), "int32", (n, packed_words(k, bits, layout)))
     scale = check_tensor("weight_scale", _get(layer, "weight_scale"), SCALE_DTYPES,
                          None if group_size is None else (n, _groups_of(k, group_size)))
     if scale.ndim != 2 or scale.shape[0] != n or scale.shape[1] <= 0 or k % scale.shape[1]:
@@ -164,7 +222,7 @@ def checked_tensors(layer: Any, num_bits: int, *, group_size: int | None = None)
            "group_size": -1 if g == 1 else k // g}
     zp = _get(layer, "weight_zero_point")
     if zp is not None:
-        out["weight_zero_point"] = check_tensor("weight_zero_point", zp, "int32", (packed_words(n, bits), g))
+        out["weight_zero_point"] = check_tensor("weight_zero_point", zp, "int32", (packed_words(n, bits, layout), g))
     g_idx = _get(layer, "weight_g_idx")
     if g_idx is not None:
         gi = check_tensor("weight_g_idx", g_idx, ("int32", "int64"), (k,))
@@ -175,45 +233,46 @@ def checked_tensors(layer: Any, num_bits: int, *, group_size: int | None = None)
     return out
 
 
-def dirty_padding_rows(packed: np.ndarray, bits: int, count: int) -> int:
-    """How many rows of a packed stream have non-zero bits after their last value (CT-2.3: writers write
-    zeros; readers ignore them). ``count`` values per row."""
-    spare = packed.shape[1] * 32 - count * bits
-    if spare <= 0:
-        return 0
-    last = np.ascontiguousarray(packed[:, -1]).view(np.uint32)
-    return int(np.count_nonzero(last >> np.uint32(32 - spare)))
+def dirty_padding_rows(packed: np.ndarray, bits: int, count: int, layout: str = "dense") -> int:
+    """How many rows of a packed stream have a bit set outside their ``count`` values (CT-2.3, CT-2.6:
+    writers write zeros; readers ignore them): the rows that repacking their own values does not give back."""
+    rows = np.asarray(packed)
+    again = _packer(layout)(_unpacker(layout)(rows, bits, count), bits)
+    return int(np.count_nonzero((again != rows).any(axis=1)))
 
 
-def check_padding(t: dict[str, Any], num_bits: int) -> None:
-    """A writer's rows end in zero bits (CT-2.3): ``weight_packed`` along the input axis, ``weight_zero_point``
-    along the output axis (CT-2.5). ``t`` as :func:`checked_tensors` returns it."""
+def check_padding(t: dict[str, Any], num_bits: int, layout: str = "dense") -> None:
+    """A writer's rows hold zero bits outside their values (CT-2.3, CT-2.6): ``weight_packed`` along the input
+    axis, ``weight_zero_point`` along the output axis (CT-2.5). ``t`` as :func:`checked_tensors` returns it."""
     streams = [("weight_packed", t["weight_packed"], t["in"])]
     if "weight_zero_point" in t:
         streams.append(("weight_zero_point", t["weight_zero_point"].T, t["out"]))
     for name, packed, count in streams:
-        dirty = dirty_padding_rows(packed, num_bits, count)
+        dirty = dirty_padding_rows(packed, num_bits, count, layout)
         if dirty:
-            raise fail("ctensors.padding.nonzero", name, "zero bits after the last value of each packed row "
+            where = "after the last value" if layout == "dense" else "outside the values"
+            raise fail("ctensors.padding.nonzero", name, f"zero bits {where} of each packed row "
                        "(CT-2.3: a writer MUST write zeros)", f"{dirty} rows with bits set")
 
 
-def unpack(layer: Any, *, num_bits: int) -> tuple[np.ndarray, np.ndarray | None]:
-    """Signed codes ``(out, in)`` and signed zero points ``(out, G)`` (None when symmetric), int8 (CT-2.3)."""
-    t = checked_tensors(layer, num_bits)
+def unpack(layer: Any, *, num_bits: int, layout: str = "dense") -> tuple[np.ndarray, np.ndarray | None]:
+    """Signed codes ``(out, in)`` and signed zero points ``(out, G)`` (None when symmetric), int8 (CT-2.3,
+    CT-2.6 for ``layout="word"``)."""
+    t = checked_tensors(layer, num_bits, layout=layout)
+    unpacker = _unpacker(layout)
     offset = 1 << (num_bits - 1)
-    q = unpack_dense(t["weight_packed"], num_bits, t["in"]).astype(np.int16) - offset
+    q = unpacker(t["weight_packed"], num_bits, t["in"]).astype(np.int16) - offset
     zp = t.get("weight_zero_point")
-    z = None if zp is None else unpack_dense(zp.T, num_bits, t["out"]).T.astype(np.int16) - offset
+    z = None if zp is None else unpacker(zp.T, num_bits, t["out"]).T.astype(np.int16) - offset
     return q.astype(np.int8), None if z is None else np.ascontiguousarray(z.astype(np.int8))
 
 
-def dequantize(layer: Any, *, num_bits: int, group_size: int | None = None) -> np.ndarray:
+def dequantize(layer: Any, *, num_bits: int, group_size: int | None = None, layout: str = "dense") -> np.ndarray:
     """The weight ``(out, in)`` as float32: ``s * (q - zp)`` (``zp`` = 0 when symmetric), exact for float16
     and bfloat16 scales and the correctly rounded float32 product for float32 scales (CT-3.1).
-    ``group_size`` as :func:`checked_tensors`."""
-    t = checked_tensors(layer, num_bits, group_size=group_size)
-    q, z = unpack(layer, num_bits=num_bits)
+    ``group_size`` and ``layout`` as :func:`checked_tensors`."""
+    t = checked_tensors(layer, num_bits, group_size=group_size, layout=layout)
+    q, z = unpack(layer, num_bits=num_bits, layout=layout)
     k, g = t["in"], t["groups"]
     if "weight_g_idx" in t:
         cols = t["weight_g_idx"].astype(np.intp)

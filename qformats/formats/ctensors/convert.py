@@ -35,11 +35,12 @@ def _float16_scales(scales: np.ndarray) -> np.ndarray:
     return s16
 
 
-def to_gptq(layer: Any, *, num_bits: int, version: str = "v2") -> Any:
-    """The same weights as a GPTQ layer (CT-4.1); v2 always where representable, v1 refuses zero 0 (GPTQ-3.4)."""
+def to_gptq(layer: Any, *, num_bits: int, version: str = "v2", layout: str = "dense") -> Any:
+    """The same weights as a GPTQ layer (CT-4.1); v2 always where representable, v1 refuses zero 0 (GPTQ-3.4).
+    ``layout`` is the source's bit layout (CT-2.3 dense, CT-2.6 per word)."""
     from .. import gptq
 
-    t = codec.checked_tensors(layer, num_bits)
+    t = codec.checked_tensors(layer, num_bits, layout=layout)
     if num_bits not in GPTQ_BITS:
         raise _refuse("num_bits", "2, 3, 4 or 8 (the GPTQ widths, CT-4.1)", num_bits)
     if "weight_g_idx" in t:
@@ -47,7 +48,7 @@ def to_gptq(layer: Any, *, num_bits: int, version: str = "v2") -> Any:
     if t["in"] * num_bits % 32 or t["out"] * num_bits % 32:
         raise _refuse("weight_shape", f"in and out features filling whole words at {num_bits} bits (GPTQ-2.4)",
                       [t["out"], t["in"]])
-    q, z = codec.unpack(layer, num_bits=num_bits)
+    q, z = codec.unpack(layer, num_bits=num_bits, layout=layout)
     offset = 1 << (num_bits - 1)
     zeros = np.full((t["out"], t["groups"]), offset, np.int64) if z is None else z.astype(np.int64) + offset
     return gptq.pack((q.astype(np.int64) + offset).T, zeros.T, _float16_scales(t["weight_scale"]).T,

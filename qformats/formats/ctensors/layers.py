@@ -17,7 +17,7 @@ from ...layers import (LayerGroup, NotEmulated, Progress, ReaderValues, decode_s
                        load_layer, round_to, tick)
 from ...stats import Moments
 from . import codec
-from .layout import CTConfig, ModuleScheme, module_schemes, parse_config, target_matches
+from .layout import STRATEGIES, CTConfig, ModuleScheme, Uncovered, module_schemes, parse_config, target_matches
 
 __all__ = ["ANCHOR", "SUFFIXES", "check", "decode", "reader_rows", "READERS", "Reader", "Layer"]
 
@@ -55,21 +55,71 @@ def _schemes(ckpt: Any, config: CTConfig, names: list[str]) -> tuple[dict[str, M
     return schemes, findings
 
 
-def layer_check(name: str, t: dict[str, np.ndarray], scheme: ModuleScheme, deep: bool) -> tuple[list[Finding], dict]:
+DENSE_SINCE = (0, 18)       # compressed-tensors 0.18.0 made pack_to_int32 dense; 0.9 .. 0.17.1 packed per word
+
+
+def written_layout(config: CTConfig) -> str | None:
+    """The layout the config's compressed-tensors ``version`` writes (CT-2.6); None when it names none."""
+    try:
+        major, minor = (int(part) for part in str(config.version).split(".")[:2])
+    except ValueError:
+        return None
+    return "dense" if (major, minor) >= DENSE_SINCE else "word"
+
+
+def _fits(t: dict[str, np.ndarray], bits: int) -> set[str]:
+    """The layouts whose widths the module's tensors have (CT-2.6); empty when the shapes say nothing."""
+    try:
+        n, k = (int(v) for v in np.asarray(t["weight_shape"]).reshape(2))
+        fits = set(codec.fitting_layouts(k, bits, np.shape(t["weight_packed"])[-1]))
+        if "weight_zero_point" in t:
+            fits &= set(codec.fitting_layouts(n, bits, np.shape(t["weight_zero_point"])[0]))
+    except (KeyError, ValueError, TypeError, IndexError):
+        return set()
+    return fits
+
+
+def bytes_layout(name: str, t: dict[str, np.ndarray], bits: int, written: str | None) -> tuple[str, list[Finding]]:
+    """The bit layout of one module's bytes (CT-2.6): the widths decide; where both fit, the config's version;
+    with neither, dense. A per-word module is a warning: compressed-tensors 0.18 and later misread it."""
+    if 32 % bits == 0:
+        return "dense", []
+    fits = _fits(t, bits)
+    if fits != {"word"} and fits != set(codec.LAYOUTS):
+        return "dense", []                              # dense, or no layout: CT-2.3's shape checks report it
+    tensor = f"{name}.weight_packed"
+    if fits == set(codec.LAYOUTS) and written is None:
+        return "dense", [finding("ctensors.layout.ambiguous", "warning", f"'{tensor}' fits both the dense layout "
+                                 "and compressed-tensors 0.9 .. 0.17's per-word layout and the config names no "
+                                 "version; read as dense (CT-2.6)", tensor=tensor)]
+    if fits == set(codec.LAYOUTS) and written == "dense":
+        return "dense", []
+    words, k = np.shape(t["weight_packed"])[-1], int(np.asarray(t["weight_shape"]).reshape(2)[1])
+    said = "" if written != "dense" else "; the config's version writes the dense layout, not these bytes"
+    return "word", [finding("ctensors.layout.word", "warning", f"'{tensor}' holds {32 // bits} whole {bits}-bit "
+                            f"values a word ({words} words for {k} values), compressed-tensors 0.9 .. 0.17's "
+                            f"per-word layout, decoded as such; compressed-tensors 0.18 and later read "
+                            f"{codec.packed_words(k, bits)} dense words and decode other values without an error, "
+                            f"and vLLM 0.33.0's Marlin, Machete, Exllama and Triton paths take no {bits}-bit layer "
+                            f"(CT-2.6){said}", tensor=tensor)]
+
+
+def layer_check(name: str, t: dict[str, np.ndarray], scheme: ModuleScheme, deep: bool,
+                written: str | None = None) -> tuple[list[Finding], dict]:
     """Structure against the scheme (CT-2, CT-5.4), finite scales (CT-3.3), padding (CT-2.3), ``--deep``."""
     b = scheme.num_bits
     row: dict[str, Any] = {"layer": name, "format": f"ct_int{b}_{'sym' if scheme.symmetric else 'asym'}",
                            "bits": b, "group_size": scheme.group_size or -1}
+    layout, findings = bytes_layout(name, t, b, written)
     try:
-        checked = codec.checked_tensors(t, b)
+        checked = codec.checked_tensors(t, b, layout=layout)
     except QFormatsError as err:
         finding_ = from_error(err.within(name))
         if err.tensor == "weight_packed" and err.code == "tensor.shape" and "weight_shape" in t:
             fits = _widths_that_fit(t)
             finding_ = finding_.model_copy(update={"message": finding_.message + f"; the bytes fit num_bits {fits} "
                                                    f"(CT-6.1), the config says {b}"})
-        return [finding_], row
-    findings: list[Finding] = []
+        return findings + [finding_], row
     k, n, g = checked["in"], checked["out"], checked["groups"]
     row.update({"in_features": k, "out_features": n})
     want_g = 1 if scheme.strategy == "channel" else (k // scheme.group_size if k % scheme.group_size == 0 else None)
@@ -82,14 +132,14 @@ def layer_check(name: str, t: dict[str, np.ndarray], scheme: ModuleScheme, deep:
         what = "holds weight_zero_point although symmetric" if has_zp else "has no weight_zero_point although asymmetric"
         findings.append(finding("ctensors.config.tensor_mismatch", "error", f"'{name}' {what} (CT-2.1)",
                                 tensor=f"{name}.weight_zero_point"))
-    dirty = codec.dirty_padding_rows(checked["weight_packed"], b, k)
+    dirty = codec.dirty_padding_rows(checked["weight_packed"], b, k, layout)
     if dirty:
         findings.append(finding("ctensors.padding.nonzero", "warning", f"{dirty} rows of '{name}.weight_packed' have "
                                 "non-zero bits after their last value (readers ignore them)",
                                 tensor=f"{name}.weight_packed", count=dirty))
     row["bits_per_weight"] = round((k * n * b + g * n * (16 + (b if has_zp else 0))) / (k * n), 4)
     if deep and not any(f.severity == "error" for f in findings):
-        row.update(decode_stats(name, Moments.of(codec.dequantize(t, num_bits=b)), findings))
+        row.update(decode_stats(name, Moments.of(codec.dequantize(t, num_bits=b, layout=layout)), findings))
     return findings, row
 
 
@@ -98,7 +148,7 @@ def _widths_that_fit(t: dict[str, np.ndarray]) -> list[int]:
         k = int(np.asarray(t["weight_shape"]).reshape(-1)[1])
     except (IndexError, ValueError):
         return []
-    return [b for b in codec.BITS if codec.packed_words(k, b) == t["weight_packed"].shape[-1]]
+    return [b for b in codec.BITS if codec.fitting_layouts(k, b, t["weight_packed"].shape[-1])]
 
 
 def check(ckpt: Any, layers: list[LayerGroup], deep: bool,
@@ -116,31 +166,39 @@ def check(ckpt: Any, layers: list[LayerGroup], deep: bool,
     for i, group in enumerate(layers):
         tick(progress, i, len(layers), group.name)
         scheme = schemes[group.name]
+        if isinstance(scheme, Uncovered):
+            findings.append(finding("ctensors.scheme.uncovered", "warning", f"'{group.name}' holds weight_packed but "
+                                    f"{scheme}; not checked", tensor=group.name))
+            continue
         if isinstance(scheme, str):
             findings.append(finding("ctensors.config.tensor_mismatch", "error", f"'{group.name}' holds weight_packed "
                                     f"but {scheme}", tensor=group.name))
             continue
-        more, row = layer_check(group.name, _tensors(ckpt, group), scheme, deep)
+        more, row = layer_check(group.name, _tensors(ckpt, group), scheme, deep, written_layout(config))
         findings += more
         rows.append(row)
     return rows, findings
 
 
-def _scheme(ckpt: Any, group: LayerGroup) -> ModuleScheme:
+def _scheme(ckpt: Any, group: LayerGroup) -> tuple[ModuleScheme, str | None]:
+    """The module's scheme and the layout its config's version writes."""
     config, findings = _config(ckpt)
     if config is None:
         raise fail(findings[0].code, "quantization_config", "a valid compressed-tensors config", findings[0].message)
     scheme = module_schemes(config, [group.name])[group.name]
     if isinstance(scheme, str):
         raise fail("ctensors.config.tensor_mismatch", group.name, "a module a pack-quantized config group targets", scheme)
-    return scheme
+    return scheme, written_layout(config)
 
 
 def decode(ckpt: Any, group: LayerGroup, **_other_formats_options: Any) -> tuple[np.ndarray, str]:
-    """float32 (out, in), ``s * (q - zp)`` (CT-3.1) with the module's config group."""
-    scheme = _scheme(ckpt, group)
-    w = codec.dequantize(_tensors(ckpt, group), num_bits=scheme.num_bits)
-    return w, f"float32 (out, in), pack-quantized int{scheme.num_bits} {'sym' if scheme.symmetric else 'asym'}"
+    """float32 (out, in), ``s * (q - zp)`` (CT-3.1) with the module's config group, in its bytes' layout."""
+    scheme, written = _scheme(ckpt, group)
+    t = _tensors(ckpt, group)
+    layout, _ = bytes_layout(group.name, t, scheme.num_bits, written)
+    w = codec.dequantize(t, num_bits=scheme.num_bits, layout=layout)
+    kind = "" if layout == "dense" else ", per-word layout (CT-2.6)"
+    return w, f"float32 (out, in), pack-quantized int{scheme.num_bits} {'sym' if scheme.symmetric else 'asym'}{kind}"
 
 
 # -- emulated real readers (CT-7) -----------------------------------------------------------------------------
@@ -253,6 +311,27 @@ def _machete_values(q: np.ndarray, z: np.ndarray | None, s: np.ndarray, layer: L
     return ReaderValues(round_to(scaled + folded, layer.act), layer.act)
 
 
+def _read_codes(t: dict[str, Any], layer: Layer, layout: str) -> tuple[np.ndarray, np.ndarray | None]:
+    """The signed codes and zero points a reader unpacking ``layout`` takes from the bytes, whichever layout
+    they are in (CT-2.6): words past those it needs are never read; with too few, compressed-tensors' rows
+    come out short and its dequantize raises."""
+    b, offset = layer.num_bits, 1 << (layer.num_bits - 1)
+    unpacker = codec.unpack_words if layout == "word" else codec.unpack_dense
+    streams = [("weight_packed", t["weight_packed"], layer.k)]
+    if "weight_zero_point" in t:
+        streams.append(("weight_zero_point", t["weight_zero_point"].T, layer.n))
+    out = []
+    for name, rows, count in streams:
+        need = codec.packed_words(count, b, layout)
+        if rows.shape[1] < need:
+            raise fail("argument.invalid", name, f"{need} words a row in the {layout} layout (CT-2.6)",
+                       f"{name} holds {rows.shape[1]} words a row where the {layout} layout of {count} values needs "
+                       f"{need}: the unpacked rows are short and the decompressor raises RuntimeError")
+        out.append(unpacker(rows[:, :need], b, count).astype(np.int16) - offset)
+    q, z = out[0], (out[1].T if len(out) > 1 else None)
+    return q.astype(np.int8), None if z is None else np.ascontiguousarray(z.astype(np.int8))
+
+
 def _not_emulated(*_: Any) -> ReaderValues:
     raise NotEmulated("values not emulated: the kernel applies scales and zero points inside its dot products")
 
@@ -267,6 +346,7 @@ class Reader:
     reads_g_idx: bool = True
     values: str = "vllm"            # "once": (q - zp) * s rounded once to the scale dtype; "vllm": per kernel
     kernel: str = ""
+    layout: str = "dense"           # the bit layout the path unpacks, whatever the bytes' (CT-2.6)
 
     def why_not(self, layer: Layer) -> str | None:
         """Why this path cannot read the layer, as the tool says it; None when it can."""
@@ -279,7 +359,7 @@ class Reader:
         reason = self.why_not(layer)
         if reason is not None:
             raise fail("argument.invalid", "layer", "a layer this reader path implements (CT-7)", reason)
-        q, z = codec.unpack(t, num_bits=layer.num_bits)
+        q, z = _read_codes(t, layer, self.layout)
         cols = (t["weight_g_idx"].astype(np.intp) if self.reads_g_idx and "weight_g_idx" in t
                 else np.arange(layer.k) // (layer.k // t["groups"]))
         s = t["weight_scale"].astype(np.float64)[:, cols]
@@ -297,9 +377,12 @@ class Reader:
 
 
 READERS = {
-    "compressed_tensors": Reader("compressed-tensors 0.20.0 PackedQuantizationCompressor.decompress: (q - zp) * s in "
-                                 "the scale dtype, weight_g_idx ignored [run]", lambda layer: None,
-                                 reads_g_idx=False, values="once"),
+    "compressed_tensors": Reader("compressed-tensors 0.20.0 PackedQuantizationCompressor.decompress: dense layout "
+                                 "(CT-2.3), (q - zp) * s in the scale dtype, weight_g_idx ignored [run]",
+                                 lambda layer: None, reads_g_idx=False, values="once"),
+    "compressed_tensors_0_17": Reader("compressed-tensors 0.17.1 PackedQuantizationCompressor.decompress: per-word "
+                                      "layout (CT-2.6), (q - zp) * s in the scale dtype, weight_g_idx read [run]",
+                                      lambda layer: None, values="once", layout="word"),
     "vllm_wna16_marlin": Reader(f"{VLLM} CompressedTensorsWNA16 -> MarlinLinearKernel (CUDA SM 7.5+; on SM 9.0 only "
                                 "where Machete refuses): uint4b8, uint8b128, uint4 with zero points; group sizes -1, "
                                 "32, 64, 128; q - zp exact, times s in the activation dtype per group, channelwise "
@@ -351,8 +434,9 @@ def reader_rows(ckpt: Any, layers: list[LayerGroup]) -> list[dict[str, Any]]:
             continue
         try:
             raw = _tensors(ckpt, group)
-            t = raw | codec.checked_tensors(raw, scheme.num_bits)      # the tensors and their sizes
-            reference = codec.dequantize(raw, num_bits=scheme.num_bits)
+            layout, _ = bytes_layout(group.name, raw, scheme.num_bits, written_layout(config))
+            t = raw | codec.checked_tensors(raw, scheme.num_bits, layout=layout)   # the tensors and their sizes
+            reference = codec.dequantize(raw, num_bits=scheme.num_bits, layout=layout)
         except QFormatsError:
             continue
         layer = _layer(t, scheme, _activation(ckpt, group))
@@ -376,3 +460,7 @@ def refuse_other_layout(config: dict[str, Any]) -> None:
     if not packed:
         raise fail("checkpoint.format.unsupported", "format", "pack-quantized int weights (CT-1.2)",
                    f"compressed-tensors {', '.join(formats)}")
+    strategies = sorted({str(s.weights.strategy) for s in packed})
+    if not set(strategies) & set(STRATEGIES):
+        raise fail("checkpoint.format.unsupported", "strategy", "group or channel (CT-2.2)",
+                   f"compressed-tensors pack-quantized, strategy {', '.join(strategies)}")

@@ -17,7 +17,7 @@ from ... import SPEC_VERSION
 from ...errors import QFormatsError, fail, fail_validation
 from ...findings import Finding
 
-__all__ = ["CTConfig", "CTScheme", "CTWeights", "ModuleScheme", "parse_config", "module_schemes", "PACKED",
+__all__ = ["CTConfig", "CTScheme", "CTWeights", "ModuleScheme", "Uncovered", "parse_config", "module_schemes", "PACKED",
            "OTHER_FORMATS", "SCHEMA_MODELS"]
 
 PACKED = "pack-quantized"
@@ -26,6 +26,11 @@ OTHER_FORMATS = ("dense", "sparse-bitmask", "sparse-24-bitmask", "int-quantized"
                  "naive-quantized", "marlin-24", "mixed-precision", "nvfp4-pack-quantized", "mxfp4-pack-quantized",
                  "mxfp6-pack-quantized", "mxfp8-quantized")
 STRATEGIES = ("group", "channel")
+
+
+class Uncovered(str):
+    """Why a module's config group is one qformats does not decode (a strategy outside CT-2.2): the module is
+    reported as not checked, not as contradicting its config."""
 
 
 class CTWeights(BaseModel):
@@ -155,7 +160,7 @@ def _resolve(config: CTConfig, group: str, scheme: CTScheme) -> ModuleScheme | s
     if w is None or w.type != "int":
         return f"config group {group!r} quantizes no int weights"
     if w.strategy not in STRATEGIES:
-        return f"config group {group!r} has strategy {w.strategy!r} (covered: group, channel)"
+        return Uncovered(f"config group {group!r} has strategy {w.strategy!r} (covered: group, channel)")
     if w.strategy == "group" and (w.group_size is None or w.group_size <= 0):
         return f"config group {group!r} has strategy group without a positive group_size"
     actorder = w.actorder if isinstance(w.actorder, str) else ("group" if w.actorder else None)
