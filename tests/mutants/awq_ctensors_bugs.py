@@ -85,6 +85,21 @@ def ct_straddle_high_bits_dropped(*, weight_packed, weight_scale, weight_shape, 
     return _ct_values(weight_packed, weight_scale, weight_shape, num_bits, u.astype(np.int16) - (1 << (num_bits - 1)), z)
 
 
+def ct_per_word_reader(*, weight_packed, weight_scale, weight_shape, num_bits, group_size, weight_zero_point=None):
+    """compressed-tensors 0.9 .. 0.17.1's unpack_from_int32 (32 // b whole values a word, CT-2.6) on the dense
+    bytes 0.18 and later write: a 0.17 reader given a new checkpoint."""
+    layer = _ct(weight_packed, weight_scale, weight_shape, weight_zero_point)
+    q, z = ctensors.unpack(layer, num_bits=num_bits, layout="word")
+    return _ct_values(weight_packed, weight_scale, weight_shape, num_bits, q, z)
+
+
+def ct_pack_per_word(*, codes, scales, num_bits, group_size, zero_points=None):
+    """compressed-tensors 0.9 .. 0.17.1's pack_to_int32: 32 // b whole values a word (CT-2.6), not one stream."""
+    layer = ctensors.pack(codes, scales, num_bits=num_bits, group_size=None if group_size == -1 else group_size,
+                          zero_points=zero_points, layout="word")
+    return dict(layer.tensors)
+
+
 MUTANTS = [
     ("awq_ctensors_bugs:awq_order_sequential", "awq_gemm", "dequantize",
      "AWQ fields read in column order instead of 0 2 4 6 1 3 5 7 (packing-order class: GPTQModel#1854, #2364)",
@@ -101,4 +116,9 @@ MUTANTS = [
      r"ctensors_pack/read/b4_asym_g32"),
     ("awq_ctensors_bugs:ct_straddle_high_bits_dropped", "ctensors_pack", "dequantize",
      "a 3-bit value straddling two words loses the bits in the second word", r"ctensors_pack/read/b3_sym_g16_k80"),
+    ("awq_ctensors_bugs:ct_per_word_reader", "ctensors_pack", "dequantize",
+     "compressed-tensors 0.17.1's per-word unpack given dense bytes (CT-2.6), where the widths agree",
+     r"ctensors_pack/read/b3_sym_g16_k80"),
+    ("awq_ctensors_bugs:ct_pack_per_word", "ctensors_pack", "pack",
+     "compressed-tensors 0.17.1's per-word packer (CT-2.6)", r"ctensors_pack/pack/b3_sym_g32"),
 ]
