@@ -90,11 +90,13 @@ def convert_across(ckpt: Checkpoint, dst: Path, *, to: str, source: str | None,
         raise fail("argument.invalid", "path", "a GPTQ, AWQ GEMM or compressed-tensors pack-quantized checkpoint",
                    f"{source} layers" if source else "no quantized modules")
     _refuse_options(source, to, source_version, reader)
-    if source == target:
+    if source == target and source != "ctensors":
         raise fail("argument.invalid", "to", f"a format other than the checkpoint's ({TARGET_OF_FORMAT[source]})", to)
     if Path(ckpt.path).is_file() and ckpt.kind != "sharded":
         raise fail("argument.invalid", "path", "a checkpoint directory or shard index (a conversion to another "
                    "format rewrites config.json's quantization_config)", f"the single file {Path(ckpt.path).name}")
+    if source == target:
+        return _staged(dst, lambda stage: _ct_repack(ckpt, stage))
     groups = [g for g in group_layers(ckpt.tensor_names(), ckpt.config)[0] if g.format == source]
     read = _reader(ckpt, source, groups, source_version)
     summaries = []
@@ -104,15 +106,67 @@ def convert_across(ckpt: Checkpoint, dst: Path, *, to: str, source: str | None,
         summaries.append(replace(module, layer=None))
     scheme = _one_scheme(summaries, target)
     excluded = _unquantized(ckpt, {g.name for g in groups}, target)
+    def write(stage: Path) -> dict[str, Any]:
+        placed = _write_shards(ckpt, stage, groups, read, to, scheme)   # pass 2: read and converted again
+        _write_side_files(ckpt, stage, placed, _target_config(to, scheme, excluded, {g.name for g in groups}))
+        return {"layers": len(groups), "from": source}
+
+    return _staged(dst, write)
+
+
+def _staged(dst: Path, write) -> dict[str, Any]:
+    """``write(stage)`` into a staging directory beside ``dst``, renamed to ``dst`` only when it all worked."""
     dst.parent.mkdir(parents=True, exist_ok=True)
     stage = Path(tempfile.mkdtemp(prefix=f".{dst.name}.", dir=dst.parent))   # same filesystem: rename works
     try:
-        placed = _write_shards(ckpt, stage, groups, read, to, scheme)   # pass 2: read and converted again
-        _write_side_files(ckpt, stage, placed, _target_config(to, scheme, excluded, {g.name for g in groups}))
+        done = write(stage)
         os.replace(stage, dst)
     finally:
         shutil.rmtree(stage, ignore_errors=True)
-    return {"layers": len(groups), "from": source}
+    return done
+
+
+# -- compressed-tensors per-word -> dense (CT-4.5) -------------------------------------------------------------
+
+def _ct_repack(ckpt: Checkpoint, stage: Path) -> dict[str, Any]:
+    """CT-4.5: the per-word modules (CT-2.6) rewritten in the dense layout, every other tensor copied byte for
+    byte; config.json's quantization_config keeps every key but ``version``, which names a dense writer."""
+    word = _per_word_modules(ckpt)
+    if not word:
+        raise fail("argument.invalid", "to", "a format other than the checkpoint's, or compressed_tensors from "
+                   "compressed-tensors 0.9 .. 0.17's per-word layout (CT-4.5)",
+                   "compressed_tensors for a checkpoint in the dense layout already")
+    replaced = {f"{g.name}.{s}" for g, _ in word.values() for s in ("weight_packed", "weight_zero_point")}
+    placed: dict[str, str] = {}
+    for file in ckpt.files:
+        entries = [(n, ckpt.tensor_info(n).dtype, tuple(ckpt.tensor_info(n).shape), ckpt.tensor(n))
+                   for n in ckpt.tensor_names() if ckpt.file_of(n) == file and n not in replaced]
+        for group, bits in word.values():
+            if ckpt.file_of(group.tensors["weight_packed"]) == file:
+                dense = ctensors.to_dense(ct_layers._tensors(ckpt, group), num_bits=bits)
+                entries += [(f"{group.name}.{s}", "I32", a.shape, a) for s, a in dense.items()]
+        write_safetensors(stage / Path(file).name, entries, _metadata(ckpt.headers[file].metadata))
+        placed.update({name: Path(file).name for name, *_ in entries})
+    _write_side_files(ckpt, stage, placed, {**ckpt.config, "version": CT_VERSION})
+    return {"layers": len(word), "from": "ctensors"}
+
+
+def _per_word_modules(ckpt: Checkpoint) -> dict[str, tuple[LayerGroup, int]]:
+    """The modules whose bytes are in the per-word layout (CT-2.6), with their widths."""
+    try:
+        config, _ = ct_layout.parse_config(ckpt.config if ckpt.config is not None else {})
+        groups = [g for g in group_layers(ckpt.tensor_names(), ckpt.config)[0] if g.format == "ctensors"]
+        schemes = ct_layout.module_schemes(config, [g.name for g in groups])
+    except QFormatsError as err:
+        raise _config_error(ckpt, err) from None
+    written = ct_layers.written_layout(config)
+    word = {}
+    for group in groups:
+        scheme = schemes[group.name]
+        if not isinstance(scheme, str) and ct_layers.bytes_layout(
+                group.name, load_layer(ckpt, group), scheme.num_bits, written)[0] == "word":
+            word[group.name] = (group, scheme.num_bits)
+    return word
 
 
 def _refuse_options(source: str, to: str, source_version: str | None, reader: str | None) -> None:

@@ -426,11 +426,17 @@ def test_awq_refuses_an_unquantized_name_inside_a_quantized_one(tmp_path):
                           "is in 'model.layers.0.mlp.gate_proj'", "model.layers.0.mlp.gate", None)
 
 
-@pytest.mark.parametrize(("source", "to"), [(AWQ, "awq_gemm"), (CT / "w4_sym_group32", "compressed_tensors")],
-                         ids=["awq", "compressed_tensors"])
-def test_same_format_is_refused(tmp_path, source, to):
-    err = refused(source, to, tmp_path)
-    assert whole(err) == ("argument.invalid", "to", f"a format other than the checkpoint's ({to})", to, None)
+def test_same_format_is_refused(tmp_path):
+    err = refused(AWQ, "awq_gemm", tmp_path)
+    assert whole(err) == ("argument.invalid", "to", "a format other than the checkpoint's (awq_gemm)", "awq_gemm", None)
+
+
+def test_compressed_tensors_to_itself_is_refused_when_already_dense(tmp_path):
+    """CT-4.5: only a checkpoint in the per-word layout (CT-2.6) has something to repack."""
+    err = refused(CT / "w4_sym_group32", "compressed_tensors", tmp_path)
+    assert whole(err) == ("argument.invalid", "to", "a format other than the checkpoint's, or compressed_tensors from "
+                          "compressed-tensors 0.9 .. 0.17's per-word layout (CT-4.5)",
+                          "compressed_tensors for a checkpoint in the dense layout already", None)
 
 
 def test_source_version_is_refused_for_a_non_gptq_source(tmp_path):

@@ -241,6 +241,43 @@ def test_convert_reads_the_per_word_layout(tmp_path):
     assert all(np.array_equal(a[k], b[k]) for k in a)
 
 
+@pytest.mark.parametrize("name", LEGACY)
+def test_convert_repacks_per_word_modules_dense(name, tmp_path):
+    """CT-4.5: `convert --to compressed_tensors` on a per-word checkpoint: the same stored fields in the dense
+    layout, every other tensor byte for byte, the config unchanged but for its version; valid without findings."""
+    from qformats.cli import main
+    from qformats.containers.checkpoint import open_checkpoint
+
+    src, dst = THIRD / "checkpoints" / name, tmp_path / "dense"
+    assert main(["convert", str(src), "--to", "compressed_tensors", "-o", str(dst)]) == 0
+    assert validate(str(dst)).findings == []
+    with open_checkpoint(str(src)) as a, open_checkpoint(str(dst)) as b:
+        assert sorted(a.tensor_names()) == sorted(b.tensor_names())
+        for t in a.tensor_names():
+            same = np.array_equal(np.asarray(a.tensor(t)), np.asarray(b.tensor(t)))
+            assert same != t.endswith(("weight_packed", "weight_zero_point")), t
+            assert a.tensor_info(t).dtype == b.tensor_info(t).dtype, t
+    old, new = (json.loads((p / "config.json").read_text())["quantization_config"] for p in (src, dst))
+    assert (old.pop("version"), new.pop("version"), old) == ("0.17.1", "0.20.0", new)
+    before, after = _decoded_all(src, tmp_path / "a"), _decoded_all(dst, tmp_path / "b")
+    assert all(np.array_equal(before[m], after[m]) for m in MODULES)
+
+
+def _decoded_all(ckpt: Path, out: Path) -> dict[str, np.ndarray]:
+    from qformats.tools import decode
+    decode(str(ckpt), list(MODULES), str(out))
+    return {k.removesuffix(".weight"): v for k, v in load_file(str(out)).items()}
+
+
+def test_convert_refuses_a_dense_checkpoint_to_its_own_format(tmp_path):
+    from qformats.tools import convert
+    with pytest.raises(QFormatsError) as err:
+        convert(str(THIRD / "checkpoints" / "w3_asym_group16"), str(tmp_path / "x"), to="compressed_tensors")
+    assert (err.value.code, err.value.actual) == ("argument.invalid",
+                                                  "compressed_tensors for a checkpoint in the dense layout already")
+    assert not (tmp_path / "x").exists()
+
+
 # -- the real compressed-tensors 0.20.0 on the 0.17.1 bytes (.venv/real) ----------------------------------------
 
 REAL_DECOMPRESS = """
@@ -301,3 +338,19 @@ def test_pack_judge_names_the_per_word_padding():
         codec.check_padding(t, 3, "word")
     assert str(err.value) == ("'weight_packed' must be zero bits outside the values of each packed row (CT-2.3: a "
                               "writer MUST write zeros) (got 1 rows with bits set) [ctensors.padding.nonzero, CT-2.3]")
+
+
+@pytest.mark.parametrize("name", LEGACY)
+def test_real_0_20_0_reads_the_repacked_checkpoint_as_0_17_1_read_the_original(name, tmp_path):
+    """CT-4.5's purpose, run: compressed-tensors 0.20.0 on the converted checkpoint returns 0.17.1's weights."""
+    if not STAMP.exists():
+        pytest.skip("compressed-tensors environment not built (make real-subjects)")
+    from qformats.cli import main
+    assert main(["convert", str(THIRD / "checkpoints" / name), "--to", "compressed_tensors",
+                 "-o", str(tmp_path / "dense")]) == 0
+    out = tmp_path / "real.safetensors"
+    done = subprocess.run([str(REAL_PYTHON), "-c", REAL_DECOMPRESS, str(tmp_path / "dense"), str(out)],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    for module in MODULES:
+        assert np.array_equal(_stored_bits(out, module)[0], _expected_bits(name, module)[0]), module

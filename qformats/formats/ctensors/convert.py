@@ -16,7 +16,7 @@ import numpy as np
 from ...errors import fail
 from . import codec
 
-__all__ = ["to_gptq", "from_gptq", "to_awq", "from_awq"]
+__all__ = ["to_gptq", "from_gptq", "to_awq", "from_awq", "to_dense"]
 
 GPTQ_BITS = (2, 3, 4, 8)
 
@@ -53,6 +53,18 @@ def to_gptq(layer: Any, *, num_bits: int, version: str = "v2", layout: str = "de
     zeros = np.full((t["out"], t["groups"]), offset, np.int64) if z is None else z.astype(np.int64) + offset
     return gptq.pack((q.astype(np.int64) + offset).T, zeros.T, _float16_scales(t["weight_scale"]).T,
                      bits=num_bits, version=version, group_size=t["group_size"])
+
+
+def to_dense(layer: Any, *, num_bits: int) -> dict[str, np.ndarray]:
+    """CT-4.5: one module's per-word ``weight_packed`` and ``weight_zero_point`` (CT-2.6) as the dense layout
+    writes them (CT-2.3). The stored fields are moved, not decoded: codes, zero points and every other tensor
+    stay as they were; bits outside the fields (padding) are not carried."""
+    t = codec.checked_tensors(layer, num_bits, layout="word")
+    out = {"weight_packed": codec.pack_dense(codec.unpack_words(t["weight_packed"], num_bits, t["in"]), num_bits)}
+    if "weight_zero_point" in t:
+        zp = codec.unpack_words(t["weight_zero_point"].T, num_bits, t["out"])
+        out["weight_zero_point"] = np.ascontiguousarray(codec.pack_dense(zp, num_bits).T)
+    return out
 
 
 def from_gptq(layer: Any, *, bits: int, version: str, group_size: int | None = None,
