@@ -333,13 +333,26 @@ def _discover_configs(directory: str, names: set[str]) -> tuple[tuple[ConfigSour
                                 "tell, with bits and group size from the tensors)"))
     for i, a in enumerate(sources):
         for b in sources[i + 1:]:
-            differ = sorted(k for k in a.config.keys() & b.config.keys() if a.config[k] != b.config[k])
+            differ = sorted(k for k in a.config.keys() & b.config.keys() if not _same(k, a.config[k], b.config[k]))
             if differ:
+                second = os.path.basename(b.file)
                 findings.append(finding("ckpt.config.conflict", "warning",
-                                        f"{os.path.basename(a.file)} and {os.path.basename(b.file)} disagree on "
-                                        f"{differ}; AutoGPTQ/GPTQModel read quantize_config.json first, "
-                                        "transformers/vLLM read config.json first"))
+                                        f"{os.path.basename(a.file)} and {second} disagree on {differ}; "
+                                        f"{CONFIG_READERS.get(second, '')}transformers/vLLM read config.json first"))
     return tuple(sources), model_config, findings
+
+
+# which tools read a side config before config.json (CKPT-4.4)
+CONFIG_READERS = {"quantize_config.json": "AutoGPTQ/GPTQModel read quantize_config.json first, ",
+                  "quant_config.json": "AutoAWQ 0.1.6 .. 0.1.8 read quant_config.json only, "}
+
+
+def _same(key: str, a: Any, b: Any) -> bool:
+    """CKPT-4.4: equal values; ``version`` in any case (AutoAWQ's ``AwqConfig.from_dict`` and transformers'
+    ``AwqConfig`` lower-case it, so ``GEMM`` and ``gemm`` are read alike)."""
+    if key == "version" and isinstance(a, str) and isinstance(b, str):
+        return a.lower() == b.lower()
+    return a == b
 
 
 # -- directories -----------------------------------------------------------------------------

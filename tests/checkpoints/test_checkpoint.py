@@ -277,6 +277,31 @@ def test_config_conflict_warns(tmp_path):
         assert ckpt.config["bits"] == 8  # config.json first (transformers/vLLM order)
 
 
+def _awq_0_1_8_configs(tmp_path, legacy_version: str):
+    """AutoAWQ 0.1.6 .. 0.1.8 save both: config.json's quantization_config (version lower-case) and
+    quant_config.json (its own keys, version as given, default "GEMM") (AWQ-5.1)."""
+    files = sb.sharded(drop="quantize_config.json")
+    files["config.json"] = json.dumps({"quantization_config": {
+        "quant_method": "awq", "zero_point": True, "group_size": 128, "bits": 4, "version": "gemm"}}).encode()
+    files["quant_config.json"] = json.dumps({"zero_point": True, "q_group_size": 128, "w_bit": 4,
+                                             "version": legacy_version}).encode()
+    return open_checkpoint(write_dir(tmp_path, files))
+
+
+def test_config_version_in_another_case_is_no_conflict(tmp_path):
+    """CKPT-4.4: AutoAWQ and transformers lower-case ``version``: "GEMM" and "gemm" agree."""
+    with _awq_0_1_8_configs(tmp_path, "GEMM") as ckpt:
+        assert [f.code for f in ckpt.findings] == []
+
+
+def test_config_version_naming_another_layout_conflicts_naming_autoawq(tmp_path):
+    with _awq_0_1_8_configs(tmp_path, "GEMV") as ckpt:
+        (conflict,) = ckpt.findings
+        assert (conflict.code, conflict.message) == ("ckpt.config.conflict", (
+            "config.json and quant_config.json disagree on ['version']; AutoAWQ 0.1.6 .. 0.1.8 read "
+            "quant_config.json only, transformers/vLLM read config.json first"))
+
+
 def test_config_none_warns(tmp_path):
     """CKPT-4.3: a directory checkpoint with no quantization config gets a ckpt.config.none warning."""
     files = sb.sharded(drop="quantize_config.json")
