@@ -10,11 +10,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from qformats.containers.checkpoint import open_checkpoint
 from qformats.errors import QFormatsError
 from qformats.formats import awq, ctensors, gptq
 from qformats.formats.ctensors.codec import checked_tensors, pack_dense, unpack_dense
 from qformats.validate import validate
+from ct_expected import as_bits, expected_bits
 
 ROOT = Path(__file__).resolve().parents[2]
 THIRD = ROOT / "fixtures/third_party/compressed_tensors"
@@ -106,18 +106,6 @@ def test_to_awq_refuses_scales_float16_cannot_hold():
     assert (err.value.code, err.value.tensor) == ("ctensors.convert.unrepresentable", "weight_scale")
 
 
-def _expected_bits(name: str, module: str) -> tuple[np.ndarray, str]:
-    with open_checkpoint(str(THIRD / "expected" / f"{name}.safetensors")) as ckpt:
-        return np.array(ckpt.tensor(f"{module}.weight")).view(np.uint16), ckpt.tensor_info(f"{module}.weight").dtype
-
-
-def _as_bits(w: np.ndarray, dtype: str) -> np.ndarray:
-    if dtype == "F16":
-        return w.astype(np.float16).view(np.uint16)
-    from conformance.compare import round_bfloat16
-    return (round_bfloat16(w).view(np.uint32) >> 16).astype(np.uint16)
-
-
 @pytest.mark.parametrize("name", CHECKPOINTS)
 def test_checkpoint_decodes_as_compressed_tensors_does(name, tmp_path):
     """ModelCompressor.decompress_model's weights (bfloat16 / float16) are the reference decode rounded once."""
@@ -129,8 +117,8 @@ def test_checkpoint_decodes_as_compressed_tensors_does(name, tmp_path):
     decode(str(THIRD / "checkpoints" / name), list(modules), str(out))
     decoded = load_file(str(out))
     for module in modules:
-        want, dtype = _expected_bits(name, module)
-        assert np.array_equal(_as_bits(decoded[f"{module}.weight"], dtype), want), module
+        want, dtype = expected_bits(name, module)
+        assert np.array_equal(as_bits(decoded[f"{module}.weight"], dtype), want), module
 
 
 @pytest.mark.parametrize("name", CHECKPOINTS)
@@ -188,10 +176,11 @@ def test_awq_and_ct_checkpoints_agree_after_conversion():
     assert np.array_equal(ctensors.dequantize(ctensors.from_awq(layer), num_bits=4), awq.dequantize(layer))
 
 
-@pytest.mark.parametrize("name", CHECKPOINTS)
+@pytest.mark.parametrize("name", [*CHECKPOINTS, "ct0171_w3_asym_group32", "ct0171_w6_sym_channel"])
 def test_checkpoint_validates_and_decodes_from_the_command_line(name, tmp_path, capsys):
     """Issue 23, done when: `qformats validate` exits 0 and `qformats decode` writes decompress_model's weights
-    (rounded once to the model dtype) for every module of each ModelCompressor checkpoint."""
+    (rounded once to the model dtype) for every module of each ModelCompressor checkpoint; the ct0171 ones
+    written and decoded by compressed-tensors 0.17.1 in its per-word layout (CT-2.6)."""
     from safetensors.numpy import load_file
     from qformats.cli import main
 
@@ -202,8 +191,8 @@ def test_checkpoint_validates_and_decodes_from_the_command_line(name, tmp_path, 
     assert main(["decode", ckpt, *[a for m in modules for a in ("--tensor", m)], "-o", str(out)]) == 0
     decoded = load_file(str(out))
     for module in modules:
-        want, dtype = _expected_bits(name, module)
-        assert np.array_equal(_as_bits(decoded[f"{module}.weight"], dtype), want), module
+        want, dtype = expected_bits(name, module)
+        assert np.array_equal(as_bits(decoded[f"{module}.weight"], dtype), want), module
 
 
 # -- checked_tensors: each CT-2.1/2.2/2.4 check at its limit and one past it (found by mutation testing) ---------

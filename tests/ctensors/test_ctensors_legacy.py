@@ -19,6 +19,7 @@ from qformats.formats import ctensors
 from qformats.formats.ctensors import codec
 from qformats.formats.ctensors.layers import READERS
 from qformats.validate import validate
+from ct_expected import as_bits, expected_bits, stored_bits
 
 ROOT = Path(__file__).resolve().parents[2]
 THIRD = ROOT / "fixtures/third_party/compressed_tensors"
@@ -102,41 +103,6 @@ def test_a_set_bit_above_the_fields_of_a_word_is_padding():
 
 
 # -- the real checkpoints ----------------------------------------------------------------------------------------
-
-def _stored_bits(path: Path, tensor: str) -> tuple[np.ndarray, str]:
-    """A float16 / bfloat16 tensor's bits, and its dtype (safetensors.numpy has no bfloat16)."""
-    from qformats.containers.checkpoint import open_checkpoint
-    with open_checkpoint(str(path)) as ckpt:
-        return np.array(ckpt.tensor(tensor)).view(np.uint16), ckpt.tensor_info(tensor).dtype
-
-
-def _expected_bits(name: str, module: str) -> tuple[np.ndarray, str]:
-    return _stored_bits(THIRD / "expected" / f"{name}.safetensors", f"{module}.weight")
-
-
-def _as_bits(w: np.ndarray, dtype: str) -> np.ndarray:
-    """float32 weights rounded once to the model dtype, as bits."""
-    from conformance.compare import round_bfloat16
-    if dtype == "F16":
-        return w.astype(np.float16).view(np.uint16)
-    return (round_bfloat16(w).view(np.uint32) >> 16).astype(np.uint16)
-
-
-@pytest.mark.parametrize("name", LEGACY)
-def test_legacy_checkpoint_decodes_as_compressed_tensors_0_17_1_does(name, tmp_path, capsys):
-    """Issue 23 done-when, for the layout 0.17.1 wrote: validate exits 0 and decode gives 0.17.1's
-    decompress_model weights (rounded once to the model dtype), from the command line."""
-    from qformats.cli import main
-
-    ckpt = str(THIRD / "checkpoints" / name)
-    assert main(["validate", ckpt]) == 0
-    out = tmp_path / "w.safetensors"
-    assert main(["decode", ckpt, *[a for m in MODULES for a in ("--tensor", m)], "-o", str(out)]) == 0
-    decoded = load_file(str(out))
-    for module in MODULES:
-        want, dtype = _expected_bits(name, module)
-        assert np.array_equal(_as_bits(decoded[f"{module}.weight"], dtype), want), module
-
 
 def test_legacy_checkpoint_reports_the_layout_once_per_module():
     report = validate(str(THIRD / "checkpoints" / "ct0171_w6_sym_channel"), deep=True)
@@ -308,9 +274,9 @@ def test_emulated_compressed_tensors_reader_is_the_real_0_20_0_on_per_word_bytes
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     for module in MODULES:
-        real, dtype = _stored_bits(out, module)
-        assert np.array_equal(_as_bits(_emulated(name, module), dtype), real), module
-        assert not np.array_equal(real, _expected_bits(name, module)[0])           # and 0.17.1 decodes otherwise
+        real, dtype = stored_bits(out, module)
+        assert np.array_equal(as_bits(_emulated(name, module), dtype), real), module
+        assert not np.array_equal(real, expected_bits(name, module)[0])           # and 0.17.1 decodes otherwise
 
 
 def _emulated(name: str, module: str) -> np.ndarray:
@@ -353,4 +319,4 @@ def test_real_0_20_0_reads_the_repacked_checkpoint_as_0_17_1_read_the_original(n
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     for module in MODULES:
-        assert np.array_equal(_stored_bits(out, module)[0], _expected_bits(name, module)[0]), module
+        assert np.array_equal(stored_bits(out, module)[0], expected_bits(name, module)[0]), module
