@@ -80,7 +80,8 @@ CODES: dict[str, tuple[str, str]] = {
     # -- checkpoints as a whole (spec/README.md QF-5) -------------------------------------------
     "checkpoint.empty": ("QF-5.1", "no quantized layer found: nothing was checked"),
     "checkpoint.format.unsupported": ("QF-5.2", "a quantization format qformats does not cover (could not run)"),
-    "checkpoint.layer.unsupported": ("QF-5.2", "tensors of a layout qformats does not decode (warning)"),
+    "checkpoint.layer.unsupported": ("QF-5.2", "modules of a layout qformats does not decode, counted and named "
+                                     "(warning)"),
     "checkpoint.decode.nonfinite": ("QF-5.3", "a layer decodes to NaN or infinity (--deep)"),
     "checkpoint.config.missing": ("QF-5.4", "no quantization config found (warning)"),
     # -- GGUF (spec/containers.md) ---------------------------------------------------------
