@@ -35,6 +35,8 @@ CODES: dict[str, tuple[str, str]] = {
     # -- AWQ GEMM (spec/awq.md) ------------------------------------------------------------
     "awq.config.invalid": ("AWQ-5.1", "AWQ quantization config value outside its domain"),
     "awq.config.unknown_key": ("AWQ-5.1", "AWQ config key the spec does not define (warning)"),
+    "awq.config.legacy_only": ("AWQ-5.1", "the AWQ config is only in AutoAWQ 0.1's quant_config.json, which "
+                               "AutoAWQ 0.2 and transformers do not read (warning)"),
     "awq.config.other_layout": ("AWQ-1.2", "version names an AutoAWQ layout other than GEMM"),
     "awq.config.tensor_mismatch": ("AWQ-5.2", "modules_to_not_convert names a module that holds AWQ tensors"),
     "awq.codes.range": ("AWQ-3.2", "a code handed to the AWQ packer is outside [0, 15]"),

@@ -64,9 +64,36 @@ def test_legacy_quant_config_parses_with_the_version_lower_cased():
 
 
 def test_legacy_checkpoint_validates(tmp_path):
-    """AWQ-5.1: the legacy config is "read as above": the fixture validates as it does with config.json's."""
+    """AWQ-5.1: the legacy config is "read as above": the fixture validates as it does with config.json's, and
+    the one finding says which readers miss the config (`awq.config.legacy_only`)."""
     report = validate(str(_legacy(tmp_path)), deep=True)
-    assert (report.verdict, report.format, report.summary["layers"], report.findings) == ("valid", "awq", 3, [])
+    assert (report.verdict, report.format, report.summary["layers"]) == ("valid", "awq", 3)
+    assert [(f.code, f.severity, f.message) for f in report.findings] == [(
+        "awq.config.legacy_only", "warning", "the AWQ config is only in quant_config.json (AutoAWQ 0.1): vLLM reads "
+        "it, but AutoAWQ 0.2.9 reads config.json's quantization_config, absent here, and falls back to group size "
+        "128, where this checkpoint has 32: its scales do not fit the layers AutoAWQ builds; transformers finds no "
+        "quantization config (AWQ-5.1)")]
+
+
+@pytest.mark.parametrize(("config_json_label", "expected"), [
+    pytest.param(False, ["awq.config.legacy_only"], id="quant_config-only"),
+    pytest.param(True, [], id="config.json-too"),
+])
+def test_legacy_only_warning_needs_config_json_unlabelled(tmp_path, config_json_label, expected):
+    """AutoAWQ 0.1.6 .. 0.1.8 wrote both files: then every reader finds a config (AWQ-5.1, CKPT-4.4)."""
+    ckpt = _legacy(tmp_path, q_group_size=128)
+    if config_json_label:
+        config = json.loads((ckpt / "config.json").read_text())
+        config["quantization_config"] = json.loads((FIXTURE / "config.json").read_text())["quantization_config"]
+        (ckpt / "config.json").write_text(json.dumps(config))
+    report = validate(str(ckpt))
+    assert [f.code for f in report.findings if f.code.startswith("awq.config")] == expected
+
+
+def test_legacy_only_at_autoawq_default_group_size_says_it_agrees(tmp_path):
+    (finding,) = [f for f in validate(str(_legacy(tmp_path, q_group_size=128))).findings
+                  if f.code == "awq.config.legacy_only"]
+    assert "falls back to group size 128, which is this checkpoint's;" in finding.message
 
 
 def test_legacy_checkpoint_decodes_as_the_config_json_one(tmp_path):

@@ -3,6 +3,7 @@ checked (AWQ-2, AWQ-3, AWQ-6), decoded, and judged against the emulated real rea
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -61,6 +62,23 @@ def _config(ckpt: Any) -> tuple[AWQConfig | None, list[Finding]]:
         return None, [from_error(err.with_file(ckpt.configs[0].file))]
 
 
+AUTOAWQ_DEFAULT_GROUP_SIZE = 128     # AutoAWQ 0.2.9 AwqConfig() (q_group_size), used when config.json has none
+
+
+def _legacy_only(ckpt: Any, config: AWQConfig) -> list[Finding]:
+    """AWQ-5.1: a config only in quant_config.json is read by vLLM (AWQConfig.get_config_filenames) but not by
+    AutoAWQ 0.2.9 (AwqConfig.from_pretrained reads config.json, else its defaults) nor transformers."""
+    if "quant_method" in ckpt.config or ckpt.configs[0].key is not None:
+        return []
+    gs = config.group_size
+    fits = ("which is this checkpoint's" if gs == AUTOAWQ_DEFAULT_GROUP_SIZE
+            else f"where this checkpoint has {gs}: its scales do not fit the layers AutoAWQ builds")
+    return [finding("awq.config.legacy_only", "warning", f"the AWQ config is only in "
+                    f"{os.path.basename(ckpt.configs[0].file)} (AutoAWQ 0.1): vLLM reads it, but AutoAWQ 0.2.9 "
+                    f"reads config.json's quantization_config, absent here, and falls back to group size "
+                    f"{AUTOAWQ_DEFAULT_GROUP_SIZE}, {fits}; transformers finds no quantization config (AWQ-5.1)")]
+
+
 def _excluded(config: AWQConfig, name: str) -> str | None:
     """AutoAWQ leaves a Linear unquantized when any ``modules_to_not_convert`` entry is a substring of its name
     (``awq/utils/module.py`` ``exclude_layers_to_not_quantize``)."""
@@ -104,6 +122,7 @@ def check(ckpt: Any, layers: list[LayerGroup], deep: bool,
     config, findings = _config(ckpt)
     if config is None:
         return [], findings
+    findings += _legacy_only(ckpt, config)
     rows = []
     for i, group in enumerate(layers):
         tick(progress, i, len(layers), group.name)
