@@ -320,3 +320,16 @@ def test_real_0_20_0_reads_the_repacked_checkpoint_as_0_17_1_read_the_original(n
     assert done.returncode == 0, done.stderr[-2000:]
     for module in MODULES:
         assert np.array_equal(stored_bits(out, module)[0], expected_bits(name, module)[0]), module
+
+
+@pytest.mark.parametrize(("version", "layout"), [
+    pytest.param("0.17.1", "word", id="0.17.1"), pytest.param("0.9.0", "word", id="0.9.0"),
+    pytest.param("0.18.0", "dense", id="0.18.0-at-the-limit"), pytest.param("1.0", "dense", id="1.0"),
+    pytest.param(None, None, id="none"), pytest.param("dev", None, id="unparsable"),
+    pytest.param("0", None, id="one-part"),
+])
+def test_written_layout_by_version(version, layout):
+    """CT-2.6 'the config's version decides (below 0.18: per word)'; a version that names no release decides nothing."""
+    from qformats.formats.ctensors.layers import written_layout
+    from qformats.formats.ctensors.layout import CTConfig
+    assert written_layout(CTConfig(config_groups={}, version=version)) == layout
