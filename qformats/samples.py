@@ -198,6 +198,22 @@ def q4_k_m_gguf(out: Path) -> None:
     _write_gguf(out, _q4_k_m_tensors())
 
 
+def ctensors_w3_per_word_0_17(out: Path) -> None:
+    """Valid, with a warning: 3-bit asymmetric pack-quantized in compressed-tensors 0.9 .. 0.17's per-word layout
+    (10 whole values a word, CT-2.6), which compressed-tensors 0.18 and later decode to other weights."""
+    from .convert import quantization_config
+
+    rng = np.random.default_rng(10)
+    groups = (SHAPE[0], SHAPE[1] // 32)
+    tensors = {}
+    for m in MODULES:
+        layer = ctensors.pack(rng.integers(-4, 4, SHAPE), rng.uniform(2 ** -10, 2 ** -6, groups).astype(np.float16),
+                              num_bits=3, group_size=32, zero_points=rng.integers(-4, 4, groups), layout="word")
+        tensors |= _prefixed(m, layer.tensors)
+    config = quantization_config("compressed_tensors", bits=3, group_size=32, symmetric=False)
+    _write_dir(out, tensors, {**config, "version": "0.17.1"})
+
+
 def q4_k_m_nan_scale_gguf(out: Path) -> None:
     """Invalid: the same file with a NaN d in block 1 of row 5 of a q6_K tensor (GGML-3.1)."""
     tensors = _q4_k_m_tensors()
@@ -222,6 +238,7 @@ SAMPLES = {
     "awq_gemv_bytes_labelled_gemm": (awq_gemv_bytes_labelled_gemm, "invalid", ["awq.label.mismatch"]),
     "ctensors_w4_asym": (ctensors_w4_asym, "valid", []),
     "ctensors_nan_scale": (ctensors_nan_scale, "invalid", ["ctensors.scales.nonfinite"]),
+    "ctensors_w3_per_word_0_17": (ctensors_w3_per_word_0_17, "valid", []),
 }
 
 
@@ -238,6 +255,7 @@ CLAUSES = {
     "awq_gemv_bytes_labelled_gemm": ["AWQ-6.2"],
     "ctensors_w4_asym": ["CT-2.1", "CT-2.5", "CT-5.1", "QF-5.1"],
     "ctensors_nan_scale": ["CT-3.3"],
+    "ctensors_w3_per_word_0_17": ["CT-2.6"],
 }
 FEATURES = {
     "gptq_v1_sym_4bit": ["bits:4", "sym", "version:v1"],
@@ -252,6 +270,7 @@ FEATURES = {
     "awq_gemv_bytes_labelled_gemm": ["bits:4", "asym", "mislabelled"],
     "ctensors_w4_asym": ["bits:4", "asym", "strategy:group"],
     "ctensors_nan_scale": ["bits:4", "asym", "scale:nan"],
+    "ctensors_w3_per_word_0_17": ["bits:3", "asym", "layout:per-word", "writer:compressed-tensors 0.17"],
 }
 
 

@@ -31,6 +31,7 @@ SAMPLE_VERDICTS = {
     "awq_gemv_bytes_labelled_gemm": ("invalid", {"awq.label.mismatch"}),
     "ctensors_w4_asym": ("valid", set()),
     "ctensors_nan_scale": ("invalid", {"ctensors.scales.nonfinite"}),
+    "ctensors_w3_per_word_0_17": ("valid", set()),       # valid, warned: compressed-tensors 0.17's layout (CT-2.6)
 }
 LAYERS = {"q4_k_m.gguf": 9, "q4_k_m_nan_scale.gguf": 9}    # every tensor of a GGUF file is checked (GGML-3.5)
 

@@ -33,7 +33,7 @@ EXPECTED = {           # what a small budget must reach, so that it cannot pass 
 @pytest.mark.parametrize("command", commands.COMMANDS)
 def test_ci_budget_finds_nothing(tmp_path, command):
     """A fixed-seed budget of cases per command ends in answers or structured refusals only."""
-    counts, bugs = fuzz.run(CI_CASES_PER_COMMAND, seed=20261124, jobs=2, limit_s=5.0, memory_mib=1024,
+    counts, bugs = fuzz.run(CI_CASES_PER_COMMAND, seed=20261128, jobs=2, limit_s=5.0, memory_mib=1024,
                             findings=tmp_path, quiet=True, commands=(command,))
     assert bugs == []
     assert sum(counts.values()) == CI_CASES_PER_COMMAND
