@@ -333,3 +333,18 @@ def test_written_layout_by_version(version, layout):
     from qformats.formats.ctensors.layers import written_layout
     from qformats.formats.ctensors.layout import CTConfig
     assert written_layout(CTConfig(config_groups={}, version=version)) == layout
+
+
+@pytest.mark.parametrize("layout", codec.LAYOUTS)
+@pytest.mark.parametrize("bits", range(1, 9))
+def test_dirty_padding_rows_are_the_rows_repacking_does_not_give_back(layout, bits):
+    """CT-2.3 / CT-2.6 padding, by a property: a row is dirty exactly when packing its own values again differs."""
+    pack, unpack = (codec.pack_words, codec.unpack_words) if layout == "word" else (codec.pack_dense, codec.unpack_dense)
+    rng = np.random.default_rng(bits)
+    for k in (1, 7, 10, 31, 32, 33, 80, 100):
+        words = pack(rng.integers(0, 1 << bits, (16, k)), bits).view(np.uint32).copy()
+        for row in range(0, 16, 2):
+            words[row, rng.integers(words.shape[1])] ^= np.uint32(1 << int(rng.integers(32)))
+        words = words.view(np.int32)
+        again = (pack(unpack(words, bits, k), bits) != words).any(axis=1)
+        assert codec.dirty_padding_rows(words, bits, k, layout) == int(np.count_nonzero(again)), k

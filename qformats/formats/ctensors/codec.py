@@ -234,11 +234,22 @@ def checked_tensors(layer: Any, num_bits: int, *, group_size: int | None = None,
 
 
 def dirty_padding_rows(packed: np.ndarray, bits: int, count: int, layout: str = "dense") -> int:
-    """How many rows of a packed stream have a bit set outside their ``count`` values (CT-2.3, CT-2.6:
-    writers write zeros; readers ignore them): the rows that repacking their own values does not give back."""
-    rows = np.asarray(packed)
-    again = _packer(layout)(_unpacker(layout)(rows, bits, count), bits)
-    return int(np.count_nonzero((again != rows).any(axis=1)))
+    """How many rows of a packed stream have a bit set outside their ``count`` values (CT-2.3, CT-2.6: writers
+    write zeros; readers ignore them). Dense: the bits after the last value, in the last word. Per word: the
+    top ``32 - p b`` bits of every word and the unused fields of the last. ``packed`` as checked_tensors
+    returns it (the layout's exact width)."""
+    rows = np.ascontiguousarray(packed).view(np.uint32)
+    if layout == "dense":
+        spare = rows.shape[1] * 32 - count * bits
+        return int(np.count_nonzero(rows[:, -1] >> np.uint32(32 - spare))) if spare > 0 else 0
+    per = 32 // bits
+    dirty = np.zeros(rows.shape[0], bool)
+    if per * bits < 32:                                  # a shift by 32 is not defined for uint32
+        dirty |= (rows >> np.uint32(per * bits)).any(axis=1)
+    in_last = count - (rows.shape[1] - 1) * per
+    if 0 < in_last < per:
+        dirty |= (rows[:, -1] >> np.uint32(in_last * bits)) != 0
+    return int(np.count_nonzero(dirty))
 
 
 def check_padding(t: dict[str, Any], num_bits: int, layout: str = "dense") -> None:

@@ -134,8 +134,9 @@ def layer_check(name: str, t: dict[str, np.ndarray], scheme: ModuleScheme, deep:
                                 tensor=f"{name}.weight_zero_point"))
     dirty = codec.dirty_padding_rows(checked["weight_packed"], b, k, layout)
     if dirty:
+        where = "after their last value" if layout == "dense" else "outside their values"
         findings.append(finding("ctensors.padding.nonzero", "warning", f"{dirty} rows of '{name}.weight_packed' have "
-                                "non-zero bits after their last value (readers ignore them)",
+                                f"non-zero bits {where} (readers ignore them)",
                                 tensor=f"{name}.weight_packed", count=dirty))
     row["bits_per_weight"] = round((k * n * b + g * n * (16 + (b if has_zp else 0))) / (k * n), 4)
     if deep and not any(f.severity == "error" for f in findings):
