@@ -134,7 +134,7 @@ def _ct_repack(ckpt: Checkpoint, stage: Path) -> dict[str, Any]:
     word = _per_word_modules(ckpt)
     if not word:
         raise fail("argument.invalid", "to", "a format other than the checkpoint's, or compressed_tensors from "
-                   "compressed-tensors 0.9 .. 0.17's per-word layout (CT-4.5)",
+                   "compressed-tensors <= 0.17's per-word layout (CT-4.5)",
                    "compressed_tensors for a checkpoint in the dense layout already")
     replaced = {f"{g.name}.{s}" for g, _ in word.values() for s in ("weight_packed", "weight_zero_point")}
     placed: dict[str, str] = {}

@@ -56,7 +56,7 @@ CODES: dict[str, tuple[str, str]] = {
     "ctensors.padding.nonzero": ("CT-2.3", "bits after the last value of a packed row are not zero (warning)"),
     "ctensors.scheme.uncovered": ("CT-2.2", "a module's config group uses a strategy qformats does not decode: "
                                   "not checked (warning)"),
-    "ctensors.layout.word": ("CT-2.6", "packed in compressed-tensors 0.9 .. 0.17's per-word layout, which 0.18 and "
+    "ctensors.layout.word": ("CT-2.6", "packed in compressed-tensors <= 0.17's per-word layout, which 0.18 and "
                              "later misread (warning)"),
     "ctensors.layout.ambiguous": ("CT-2.6", "both bit layouts fit the widths and the config names no version "
                                   "(warning)"),

@@ -199,7 +199,7 @@ def q4_k_m_gguf(out: Path) -> None:
 
 
 def ctensors_w3_per_word_0_17(out: Path) -> None:
-    """Valid, with a warning: 3-bit asymmetric pack-quantized in compressed-tensors 0.9 .. 0.17's per-word layout
+    """Valid, with a warning: 3-bit asymmetric pack-quantized in compressed-tensors <= 0.17's per-word layout
     (10 whole values a word, CT-2.6), which compressed-tensors 0.18 and later decode to other weights."""
     from .convert import quantization_config
 

@@ -1,4 +1,4 @@
-"""CT-2.6: the per-word layout compressed-tensors 0.9 .. 0.17 wrote, against the real 0.17.1 and 0.20.0.
+"""CT-2.6: the per-word layout compressed-tensors <= 0.17 wrote, against the real 0.17.1 and 0.20.0.
 
 The two ``ct0171_*`` fixtures were written, and their expected weights decoded, by compressed-tensors 0.17.1
 itself (fixtures/third_party/compressed_tensors/PROVENANCE.md)."""
@@ -111,7 +111,7 @@ def test_legacy_checkpoint_reports_the_layout_once_per_module():
         ("ctensors.layout.word", "warning", f"{m}.weight_packed") for m in sorted(MODULES)]
     assert report.findings[0].message == (
         "'model.layers.0.mlp.down_proj.weight_packed' holds 5 whole 6-bit values a word (20 words for 96 values), "
-        "compressed-tensors 0.9 .. 0.17's per-word layout, decoded as such; compressed-tensors 0.18 and later "
+        "compressed-tensors <= 0.17's per-word layout, decoded as such; compressed-tensors 0.18 and later "
         "read 18 dense words and decode other values without an error, and vLLM 0.33.0's Marlin, Machete, Exllama "
         "and Triton paths take no 6-bit layer (CT-2.6)")
 
@@ -176,7 +176,7 @@ def test_where_both_widths_fit_the_version_decides(tmp_path, version, layout, co
 def test_ambiguous_finding_reads_in_full(tmp_path):
     report = validate(str(_symmetric_k80(tmp_path, None, "dense")))
     assert report.findings[0].message == (
-        "'m.weight_packed' fits both the dense layout and compressed-tensors 0.9 .. 0.17's per-word layout and "
+        "'m.weight_packed' fits both the dense layout and compressed-tensors <= 0.17's per-word layout and "
         "the config names no version; read as dense (CT-2.6)")
 
 

@@ -86,7 +86,7 @@ def ct_straddle_high_bits_dropped(*, weight_packed, weight_scale, weight_shape, 
 
 
 def ct_per_word_reader(*, weight_packed, weight_scale, weight_shape, num_bits, group_size, weight_zero_point=None):
-    """compressed-tensors 0.9 .. 0.17.1's unpack_from_int32 (32 // b whole values a word, CT-2.6) on the dense
+    """compressed-tensors <= 0.17.1's unpack_from_int32 (32 // b whole values a word, CT-2.6) on the dense
     bytes 0.18 and later write: a 0.17 reader given a new checkpoint."""
     layer = _ct(weight_packed, weight_scale, weight_shape, weight_zero_point)
     q, z = ctensors.unpack(layer, num_bits=num_bits, layout="word")
@@ -94,7 +94,7 @@ def ct_per_word_reader(*, weight_packed, weight_scale, weight_shape, num_bits, g
 
 
 def ct_pack_per_word(*, codes, scales, num_bits, group_size, zero_points=None):
-    """compressed-tensors 0.9 .. 0.17.1's pack_to_int32: 32 // b whole values a word (CT-2.6), not one stream."""
+    """compressed-tensors <= 0.17.1's pack_to_int32: 32 // b whole values a word (CT-2.6), not one stream."""
     layer = ctensors.pack(codes, scales, num_bits=num_bits, group_size=None if group_size == -1 else group_size,
                           zero_points=zero_points, layout="word")
     return dict(layer.tensors)

@@ -8,7 +8,7 @@ Codes and zero points are the signed values compressed-tensors quantizes to, in
 ``[-2^(b-1), 2^(b-1) - 1]``; on disk each is stored as ``value + 2^(b-1)`` (CT-2.3).
 
 Two bit layouts (``layout=``): ``"dense"``, one bit stream per row (compressed-tensors 0.18 and later,
-CT-2.3), and ``"word"``, ``32 // b`` whole values per word (compressed-tensors 0.9 to 0.17, CT-2.6). They
+CT-2.3), and ``"word"``, ``32 // b`` whole values per word (compressed-tensors <= 0.17, CT-2.6). They
 are the same bytes when ``b`` divides 32 (1, 2, 4, 8 bits).
 """
 
@@ -25,7 +25,7 @@ __all__ = ["CTLayer", "pack", "unpack", "dequantize", "pack_dense", "unpack_dens
            "packed_words", "BITS", "LAYOUTS", "SCALE_DTYPES", "checked_tensors", "fitting_layouts"]
 
 BITS = tuple(range(1, 9))
-LAYOUTS = ("dense", "word")               # CT-2.3 (compressed-tensors >= 0.18), CT-2.6 (0.9 .. 0.17)
+LAYOUTS = ("dense", "word")               # CT-2.3 (compressed-tensors >= 0.18), CT-2.6 (<= 0.17)
 SCALE_DTYPES = ("float16", "float32")     # bfloat16 scales arrive widened (exactly) to float32
 
 
@@ -168,7 +168,7 @@ def _groups_of(in_features: int, group_size: int | None) -> int:
 def pack(codes: Any, scales: Any, *, num_bits: int, group_size: int | None = None, zero_points: Any = None,
          g_idx: Any = None, bias: Any = None, layout: str = "dense") -> CTLayer:
     """Pack signed codes ``(out, in)`` with scales ``(out, G)`` (and signed zero points ``(out, G)`` for an
-    asymmetric layer) as compressed-tensors writes them (CT-2); ``layout="word"`` as 0.9 .. 0.17 did (CT-2.6)."""
+    asymmetric layer) as compressed-tensors writes them (CT-2); ``layout="word"`` as <= 0.17 did (CT-2.6)."""
     bits = check_num_bits(num_bits)
     packer = _packer(check_layout(layout))
     q = _signed("codes", codes, bits, None)

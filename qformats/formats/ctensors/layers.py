@@ -55,7 +55,7 @@ def _schemes(ckpt: Any, config: CTConfig, names: list[str]) -> tuple[dict[str, M
     return schemes, findings
 
 
-DENSE_SINCE = (0, 18)       # compressed-tensors 0.18.0 made pack_to_int32 dense; 0.9 .. 0.17.1 packed per word
+DENSE_SINCE = (0, 18)       # compressed-tensors 0.18.0 made pack_to_int32 dense; 0.17.1 and earlier packed per word
 
 
 def written_layout(config: CTConfig) -> str | None:
@@ -90,14 +90,14 @@ def bytes_layout(name: str, t: dict[str, np.ndarray], bits: int, written: str | 
     tensor = f"{name}.weight_packed"
     if fits == set(codec.LAYOUTS) and written is None:
         return "dense", [finding("ctensors.layout.ambiguous", "warning", f"'{tensor}' fits both the dense layout "
-                                 "and compressed-tensors 0.9 .. 0.17's per-word layout and the config names no "
+                                 "and compressed-tensors <= 0.17's per-word layout and the config names no "
                                  "version; read as dense (CT-2.6)", tensor=tensor)]
     if fits == set(codec.LAYOUTS) and written == "dense":
         return "dense", []
     words, k = np.shape(t["weight_packed"])[-1], int(np.asarray(t["weight_shape"]).reshape(2)[1])
     said = "" if written != "dense" else "; the config's version writes the dense layout, not these bytes"
     return "word", [finding("ctensors.layout.word", "warning", f"'{tensor}' holds {32 // bits} whole {bits}-bit "
-                            f"values a word ({words} words for {k} values), compressed-tensors 0.9 .. 0.17's "
+                            f"values a word ({words} words for {k} values), compressed-tensors <= 0.17's "
                             f"per-word layout, decoded as such; compressed-tensors 0.18 and later read "
                             f"{codec.packed_words(k, bits)} dense words and decode other values without an error, "
                             f"and vLLM 0.33.0's Marlin, Machete, Exllama and Triton paths take no {bits}-bit layer "
