@@ -105,7 +105,7 @@ def test_a_set_bit_above_the_fields_of_a_word_is_padding():
 # -- the real checkpoints ----------------------------------------------------------------------------------------
 
 def test_legacy_checkpoint_reports_the_layout_once_per_module():
-    report = validate(str(THIRD / "checkpoints" / "ct0171_w6_sym_channel"), deep=True)
+    report = validate(str(THIRD / "checkpoints" / "ct0171_w6_sym_channel"), deep=True, jobs=1)
     assert report.verdict == "valid"
     assert [(f.code, f.severity, f.tensor) for f in report.findings] == [
         ("ctensors.layout.word", "warning", f"{m}.weight_packed") for m in sorted(MODULES)]
@@ -348,3 +348,75 @@ def test_dirty_padding_rows_are_the_rows_repacking_does_not_give_back(layout, bi
         words = words.view(np.int32)
         again = (pack(unpack(words, bits, k), bits) != words).any(axis=1)
         assert codec.dirty_padding_rows(words, bits, k, layout) == int(np.count_nonzero(again)), k
+
+
+@pytest.mark.parametrize("layout", codec.LAYOUTS)
+def test_unpack_returns_the_documented_dtypes(layout):
+    """unpack: signed int8 codes and zero points; the unpackers: the unsigned uint8 fields (found by mutmut)."""
+    layer = ctensors.pack(np.full((4, 40), -4), np.ones((4, 1), np.float16), num_bits=3, zero_points=np.full((4, 1), 3),
+                          layout=layout)
+    q, z = ctensors.unpack(layer, num_bits=3, layout=layout)
+    assert (q.dtype, z.dtype, int(q[0, 0]), int(z[0, 0])) == (np.int8, np.int8, -4, 3)
+    unpacker = codec.unpack_words if layout == "word" else codec.unpack_dense
+    fields = unpacker(layer.weight_packed, 3, 40)
+    assert (fields.dtype, int(fields[0, 0])) == (np.uint8, 0)
+
+
+def test_padding_checks_default_to_the_dense_layout():
+    """dirty_padding_rows and check_padding without a layout read CT-2.3's dense stream (found by mutmut)."""
+    dense = codec.pack_dense(np.zeros((2, 30), np.uint8), 3)              # 3 words, the last 6 bits spare
+    dense[0, 1] = np.int32(-(1 << 31))                                  # a value bit dense, padding per word
+    assert codec.dirty_padding_rows(dense, 3, 30) == 0
+    t = {"weight_packed": dense, "in": 30, "out": 2}
+    codec.check_padding(t, 3)                                           # no finding: dense is the default
+    with pytest.raises(QFormatsError):
+        codec.check_padding(t, 3, "word")
+
+
+
+def _without_version(tmp_path: Path, name: str) -> Path:
+    ckpt = tmp_path / name
+    shutil.copytree(THIRD / "checkpoints" / name, ckpt)
+    config = json.loads((ckpt / "config.json").read_text())
+    del config["quantization_config"]["version"]
+    (ckpt / "config.json").write_text(json.dumps(config))
+    return ckpt
+
+
+def test_zero_point_width_decides_where_weight_packed_fits_both(tmp_path):
+    """CT-2.6 'weight_packed with ceil(K / p) columns (and weight_zero_point, if present, with ceil(N / p) rows)':
+    0.20.0's 3-bit K = 80 fits both at weight_packed, but its zero points (N = 64: 6 rows) only dense; no version
+    needed, so no finding (found by mutmut)."""
+    report = validate(str(_without_version(tmp_path, "w3_asym_group16")), jobs=1)
+    assert (report.verdict, report.findings) == ("valid", [])
+
+
+def test_zero_point_width_decides_for_the_per_word_layout_too(tmp_path):
+    """The same module packed per word (zero points 7 rows of 10): per word, without a version to say so."""
+    rng = np.random.default_rng(5)
+    layer = ctensors.pack(rng.integers(-4, 4, (64, 80)), np.full((64, 5), 0.5, np.float16), num_bits=3,
+                          group_size=16, zero_points=rng.integers(-4, 4, (64, 5)), layout="word")
+    ckpt = tmp_path / "asym"
+    ckpt.mkdir()
+    save_file({f"m.{k}": np.ascontiguousarray(v) for k, v in layer.tensors.items()}, str(ckpt / "model.safetensors"))
+    quant = {"quant_method": "compressed-tensors", "format": "pack-quantized", "config_groups": {"group_0": {
+        "targets": ["Linear"], "weights": {"num_bits": 3, "type": "int", "symmetric": False, "strategy": "group",
+                                           "group_size": 16}}}}
+    (ckpt / "config.json").write_text(json.dumps({"quantization_config": quant}))
+    assert [f.code for f in validate(str(ckpt), jobs=1).findings] == ["ctensors.layout.word"]
+
+
+def test_widths_dividing_32_have_one_layout_and_need_no_version(tmp_path):
+    """CT-2.6 'For b = 1, 2, 4, 8 the two layouts are the same bytes': no ambiguity finding (found by mutmut)."""
+    report = validate(str(_without_version(tmp_path, "w4_asym_group32")), jobs=1)
+    assert (report.verdict, report.findings) == ("valid", [])
+
+
+def test_per_word_reader_on_short_dense_rows_says_which_tensor_runs_short():
+    """CT-7 `compressed_tensors_0_17` on 0.20.0's 3-bit zero points (6 rows where per word needs 7)."""
+    from conformance.checkpoint import check_checkpoint
+
+    row = check_checkpoint(str(THIRD / "checkpoints" / "w3_asym_group16"))["readers"]["compressed_tensors_0_17"]
+    assert (row["verdict"], row["unreadable_because"]) == ("cannot read", (
+        "weight_zero_point holds 6 words a row where the word layout of 64 values needs 7: the unpacked rows are "
+        "short and the decompressor raises RuntimeError"))
