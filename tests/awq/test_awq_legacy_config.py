@@ -66,7 +66,7 @@ def test_legacy_quant_config_parses_with_the_version_lower_cased():
 def test_legacy_checkpoint_validates(tmp_path):
     """AWQ-5.1: the legacy config is "read as above": the fixture validates as it does with config.json's, and
     the one finding says which readers miss the config (`awq.config.legacy_only`)."""
-    report = validate(str(_legacy(tmp_path)), deep=True)
+    report = validate(str(_legacy(tmp_path)), deep=True, jobs=1)
     assert (report.verdict, report.format, report.summary["layers"]) == ("valid", "awq", 3)
     assert [(f.code, f.severity, f.message) for f in report.findings] == [(
         "awq.config.legacy_only", "warning", "the AWQ config is only in quant_config.json (AutoAWQ 0.1): vLLM reads "
@@ -124,3 +124,15 @@ def test_gptq_checkpoint_labelled_by_quantize_config_json_still_validates(tmp_pa
                                       {"bits": 4, "group_size": 32, "desc_act": False, "sym": True})
     report = validate(str(ckpt), deep=True)
     assert (report.verdict, report.format, report.summary["layers"], report.findings) == ("valid", "gptq", 2, [])
+
+
+@pytest.mark.parametrize("config", [None, [], "awq", 4], ids=["none", "list", "str", "int"])
+def test_a_config_that_is_no_object_is_not_claimed(config):
+    """claims() answers for any JSON value a config file may hold (found by mutmut)."""
+    assert claims(config) is False
+
+
+def test_legacy_only_warning_holds_for_a_side_file_naming_quant_method(tmp_path):
+    """AutoAWQ 0.2.9 reads config.json only: a quant_config.json saying quant_method awq changes nothing."""
+    ckpt = _legacy(tmp_path, quant_method="awq")
+    assert [f.code for f in validate(str(ckpt), jobs=1).findings] == ["awq.config.legacy_only"]

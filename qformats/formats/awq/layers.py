@@ -68,7 +68,7 @@ AUTOAWQ_DEFAULT_GROUP_SIZE = 128     # AutoAWQ 0.2.9 AwqConfig() (q_group_size),
 def _legacy_only(ckpt: Any, config: AWQConfig) -> list[Finding]:
     """AWQ-5.1: a config only in quant_config.json is read by vLLM (AWQConfig.get_config_filenames) but not by
     AutoAWQ 0.2.9 (AwqConfig.from_pretrained reads config.json, else its defaults) nor transformers."""
-    if "quant_method" in ckpt.config or ckpt.configs[0].key is not None:
+    if ckpt.configs[0].key is not None:             # config.json's quantization_config: every reader finds it
         return []
     gs = config.group_size
     fits = ("which is this checkpoint's" if gs == AUTOAWQ_DEFAULT_GROUP_SIZE
