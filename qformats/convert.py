@@ -141,10 +141,12 @@ def _ct_repack(ckpt: Checkpoint, stage: Path) -> dict[str, Any]:
     for file in ckpt.files:
         entries = [(n, ckpt.tensor_info(n).dtype, tuple(ckpt.tensor_info(n).shape), ckpt.tensor(n))
                    for n in ckpt.tensor_names() if ckpt.file_of(n) == file and n not in replaced]
-        for group, bits in word.values():
-            if ckpt.file_of(group.tensors["weight_packed"]) == file:
+        for group, bits in word.values():        # each repacked tensor stays in the shard that held it
+            here = [s for s in ("weight_packed", "weight_zero_point") if s in group.tensors
+                    and ckpt.file_of(group.tensors[s]) == file]
+            if here:
                 dense = ctensors.to_dense(ct_layers._tensors(ckpt, group), num_bits=bits)
-                entries += [(f"{group.name}.{s}", "I32", a.shape, a) for s, a in dense.items()]
+                entries += [(f"{group.name}.{s}", "I32", dense[s].shape, dense[s]) for s in here]
         write_safetensors(stage / Path(file).name, entries, _metadata(ckpt.headers[file].metadata))
         placed.update({name: Path(file).name for name, *_ in entries})
     _write_side_files(ckpt, stage, placed, {**ckpt.config, "version": CT_VERSION})

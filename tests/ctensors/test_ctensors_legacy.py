@@ -420,3 +420,58 @@ def test_per_word_reader_on_short_dense_rows_says_which_tensor_runs_short():
     assert (row["verdict"], row["unreadable_because"]) == ("cannot read", (
         "weight_zero_point holds 6 words a row where the word layout of 64 values needs 7: the unpacked rows are "
         "short and the decompressor raises RuntimeError"))
+
+
+# -- CT-4.5 further: where only the version tells, shards, metadata, bad configs (found by mutmut) ---------------
+
+def test_convert_repacks_where_only_the_version_says_per_word(tmp_path, capsys):
+    """K = 80 at 3 bits fits both widths; version 0.17.1 says per word, so the repack happens and the output,
+    under version 0.20.0, decodes to the same weights."""
+    from qformats.cli import main
+
+    src = _symmetric_k80(tmp_path, "0.17.1", "word")
+    assert main(["convert", str(src), "--to", "compressed_tensors", "-o", str(tmp_path / "out")]) == 0
+    assert capsys.readouterr().out == f"converted 1 compressed-tensors layer to compressed_tensors: {tmp_path / 'out'}\n"
+    assert validate(str(tmp_path / "out")).findings == []
+    assert np.array_equal(_decoded(tmp_path / "out"), _decoded(src))
+
+
+def test_convert_repack_of_a_sharded_checkpoint_rewrites_the_index(tmp_path):
+    """Two shards and an index: each tensor stays in its shard, the index names them, total_size recomputed."""
+    from qformats.containers.checkpoint import open_checkpoint
+    from qformats.tools import convert
+
+    src = tmp_path / "sharded"
+    src.mkdir()
+    shutil.copy(THIRD / "checkpoints" / "ct0171_w3_asym_group32" / "config.json", src / "config.json")
+    tensors = load_file(str(THIRD / "checkpoints" / "ct0171_w3_asym_group32" / "model.safetensors"))
+    names = sorted(tensors)
+    weight_map = {}
+    for i, part in enumerate((names[:6], names[6:]), 1):
+        file = f"model-{i:05d}-of-00002.safetensors"
+        save_file({n: tensors[n] for n in part}, str(src / file), metadata={"producer": "compressed-tensors 0.17.1"})
+        weight_map |= {n: file for n in part}
+    (src / "model.safetensors.index.json").write_text(json.dumps({"metadata": {"total_size": 1}, "weight_map": weight_map}))
+    convert(str(src), str(tmp_path / "out"), to="compressed_tensors")
+    index = json.loads((tmp_path / "out" / "model.safetensors.index.json").read_text())
+    assert index["weight_map"] == weight_map
+    with open_checkpoint(str(tmp_path / "out")) as ckpt:
+        assert index["metadata"]["total_size"] == sum(ckpt.tensor_info(n).nbytes for n in ckpt.tensor_names())
+        first = next(f for f in ckpt.headers if f.endswith("model-00001-of-00002.safetensors"))
+        assert ckpt.headers[first].metadata == {
+            "producer": f"qformats {__import__('qformats').__version__} convert (from compressed-tensors 0.17.1)"}
+    assert validate(str(tmp_path / "out")).findings == []
+
+
+def test_convert_repack_refuses_an_invalid_config_naming_config_json(tmp_path):
+    from qformats.tools import convert
+
+    src = tmp_path / "bad"
+    shutil.copytree(THIRD / "checkpoints" / "ct0171_w3_asym_group32", src)
+    config = json.loads((src / "config.json").read_text())
+    config["quantization_config"]["config_groups"]["group_0"]["weights"]["num_bits"] = 9
+    (src / "config.json").write_text(json.dumps(config))
+    with pytest.raises(QFormatsError) as err:
+        convert(str(src), str(tmp_path / "out"), to="compressed_tensors")
+    assert (err.value.code, Path(err.value.file).name) == ("ctensors.config.invalid", "config.json")
+    assert not (tmp_path / "out").exists()
