@@ -139,11 +139,15 @@ def _symmetric_k80(tmp_path: Path, version: str | None, layout: str) -> Path:
     """A 3-bit symmetric module with K = 80: 8 words a row in either layout (CT-2.6 'Where both fit')."""
     q = np.random.default_rng(3).integers(-4, 4, (16, 80))
     layer = ctensors.pack(q, np.full((16, 5), 0.5, np.float16), num_bits=3, group_size=16, layout=layout)
-    ckpt = tmp_path / f"k80_{version}_{layout}"
+    return _write_3bit_group16(tmp_path / f"k80_{version}_{layout}", layer, symmetric=True, version=version)
+
+
+def _write_3bit_group16(ckpt: Path, layer, *, symmetric: bool, version: str | None) -> Path:
+    """A one-module ('m') pack-quantized checkpoint, 3 bits, group 16, the config's version as given."""
     ckpt.mkdir()
     save_file({f"m.{k}": np.ascontiguousarray(v) for k, v in layer.tensors.items()}, str(ckpt / "model.safetensors"))
     quant = {"quant_method": "compressed-tensors", "format": "pack-quantized", "config_groups": {"group_0": {
-        "targets": ["Linear"], "weights": {"num_bits": 3, "type": "int", "symmetric": True, "strategy": "group",
+        "targets": ["Linear"], "weights": {"num_bits": 3, "type": "int", "symmetric": symmetric, "strategy": "group",
                                            "group_size": 16}}}}
     if version is not None:
         quant["version"] = version
@@ -339,7 +343,7 @@ def test_written_layout_by_version(version, layout):
 @pytest.mark.parametrize("bits", range(1, 9))
 def test_dirty_padding_rows_are_the_rows_repacking_does_not_give_back(layout, bits):
     """CT-2.3 / CT-2.6 padding, by a property: a row is dirty exactly when packing its own values again differs."""
-    pack, unpack = (codec.pack_words, codec.unpack_words) if layout == "word" else (codec.pack_dense, codec.unpack_dense)
+    pack, unpack = codec.packer(layout), codec.unpacker(layout)
     rng = np.random.default_rng(bits)
     for k in (1, 7, 10, 31, 32, 33, 80, 100):
         words = pack(rng.integers(0, 1 << bits, (16, k)), bits).view(np.uint32).copy()
@@ -357,7 +361,7 @@ def test_unpack_returns_the_documented_dtypes(layout):
                           layout=layout)
     q, z = ctensors.unpack(layer, num_bits=3, layout=layout)
     assert (q.dtype, z.dtype, int(q[0, 0]), int(z[0, 0])) == (np.int8, np.int8, -4, 3)
-    unpacker = codec.unpack_words if layout == "word" else codec.unpack_dense
+    unpacker = codec.unpacker(layout)
     fields = unpacker(layer.weight_packed, 3, 40)
     assert (fields.dtype, int(fields[0, 0])) == (np.uint8, 0)
 
@@ -396,13 +400,7 @@ def test_zero_point_width_decides_for_the_per_word_layout_too(tmp_path):
     rng = np.random.default_rng(5)
     layer = ctensors.pack(rng.integers(-4, 4, (64, 80)), np.full((64, 5), 0.5, np.float16), num_bits=3,
                           group_size=16, zero_points=rng.integers(-4, 4, (64, 5)), layout="word")
-    ckpt = tmp_path / "asym"
-    ckpt.mkdir()
-    save_file({f"m.{k}": np.ascontiguousarray(v) for k, v in layer.tensors.items()}, str(ckpt / "model.safetensors"))
-    quant = {"quant_method": "compressed-tensors", "format": "pack-quantized", "config_groups": {"group_0": {
-        "targets": ["Linear"], "weights": {"num_bits": 3, "type": "int", "symmetric": False, "strategy": "group",
-                                           "group_size": 16}}}}
-    (ckpt / "config.json").write_text(json.dumps({"quantization_config": quant}))
+    ckpt = _write_3bit_group16(tmp_path / "asym", layer, symmetric=False, version=None)
     assert [f.code for f in validate(str(ckpt), jobs=1).findings] == ["ctensors.layout.word"]
 
 

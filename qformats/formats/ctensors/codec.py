@@ -22,7 +22,8 @@ from ...errors import fail
 from ...tensors import Layer, check_finite, check_tensor
 
 __all__ = ["CTLayer", "pack", "unpack", "dequantize", "pack_dense", "unpack_dense", "pack_words", "unpack_words",
-           "packed_words", "BITS", "LAYOUTS", "SCALE_DTYPES", "checked_tensors", "fitting_layouts"]
+           "packed_words", "packer", "unpacker", "BITS", "LAYOUTS", "SCALE_DTYPES", "checked_tensors",
+           "fitting_layouts"]
 
 BITS = tuple(range(1, 9))
 LAYOUTS = ("dense", "word")               # CT-2.3 (compressed-tensors >= 0.18), CT-2.6 (<= 0.17)
@@ -91,11 +92,13 @@ def unpack_words(words: np.ndarray, bits: int, count: int) -> np.ndarray:
     return fields.reshape(w.shape[0], -1)[:, :count].astype(np.uint8)
 
 
-def _packer(layout: str):
+def packer(layout: str):
+    """The packer of a layout (CT-2.3 dense, CT-2.6 per word)."""
     return pack_words if layout == "word" else pack_dense
 
 
-def _unpacker(layout: str):
+def unpacker(layout: str):
+    """The inverse of :func:`packer`."""
     return unpack_words if layout == "word" else unpack_dense
 
 
@@ -170,18 +173,18 @@ def pack(codes: Any, scales: Any, *, num_bits: int, group_size: int | None = Non
     """Pack signed codes ``(out, in)`` with scales ``(out, G)`` (and signed zero points ``(out, G)`` for an
     asymmetric layer) as compressed-tensors writes them (CT-2); ``layout="word"`` as <= 0.17 did (CT-2.6)."""
     bits = check_num_bits(num_bits)
-    packer = _packer(check_layout(layout))
+    pack_rows = packer(check_layout(layout))
     q = _signed("codes", codes, bits, None)
     n, k = q.shape
     g = _groups_of(k, group_size)
     s = check_tensor("scales", scales, SCALE_DTYPES, (n, g))
     check_finite("scales", s, code="ctensors.scales.nonfinite")
     offset = 1 << (bits - 1)
-    tensors = {"weight_packed": packer(q + offset, bits), "weight_scale": s,
+    tensors = {"weight_packed": pack_rows(q + offset, bits), "weight_scale": s,
                "weight_shape": np.array([n, k], np.int64)}
     if zero_points is not None:
         z = _signed("zero_points", zero_points, bits, (n, g))
-        tensors["weight_zero_point"] = np.ascontiguousarray(packer((z + offset).T, bits).T)
+        tensors["weight_zero_point"] = np.ascontiguousarray(pack_rows((z + offset).T, bits).T)
     if g_idx is not None:
         tensors["weight_g_idx"] = check_tensor("g_idx", g_idx, ("int32", "int64"), (k,))
     if bias is not None:
@@ -270,11 +273,11 @@ def unpack(layer: Any, *, num_bits: int, layout: str = "dense") -> tuple[np.ndar
     """Signed codes ``(out, in)`` and signed zero points ``(out, G)`` (None when symmetric), int8 (CT-2.3,
     CT-2.6 for ``layout="word"``)."""
     t = checked_tensors(layer, num_bits, layout=layout)
-    unpacker = _unpacker(layout)
+    unpack_rows = unpacker(layout)
     offset = 1 << (num_bits - 1)
-    q = unpacker(t["weight_packed"], num_bits, t["in"]).astype(np.int16) - offset
+    q = unpack_rows(t["weight_packed"], num_bits, t["in"]).astype(np.int16) - offset
     zp = t.get("weight_zero_point")
-    z = None if zp is None else unpacker(zp.T, num_bits, t["out"]).T.astype(np.int16) - offset
+    z = None if zp is None else unpack_rows(zp.T, num_bits, t["out"]).T.astype(np.int16) - offset
     return q.astype(np.int8), None if z is None else np.ascontiguousarray(z.astype(np.int8))
 
 

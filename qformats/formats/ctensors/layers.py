@@ -317,7 +317,7 @@ def _read_codes(t: dict[str, Any], layer: Layer, layout: str) -> tuple[np.ndarra
     they are in (CT-2.6): words past those it needs are never read; with too few, compressed-tensors' rows
     come out short and its dequantize raises."""
     b, offset = layer.num_bits, 1 << (layer.num_bits - 1)
-    unpacker = codec.unpack_words if layout == "word" else codec.unpack_dense
+    unpack_rows = codec.unpacker(layout)
     streams = [("weight_packed", t["weight_packed"], layer.k)]
     if "weight_zero_point" in t:
         streams.append(("weight_zero_point", t["weight_zero_point"].T, layer.n))
@@ -328,7 +328,7 @@ def _read_codes(t: dict[str, Any], layer: Layer, layout: str) -> tuple[np.ndarra
             raise fail("argument.invalid", name, f"{need} words a row in the {layout} layout (CT-2.6)",
                        f"{name} holds {rows.shape[1]} words a row where the {layout} layout of {count} values needs "
                        f"{need}: the unpacked rows are short and the decompressor raises RuntimeError")
-        out.append(unpacker(rows[:, :need], b, count).astype(np.int16) - offset)
+        out.append(unpack_rows(rows[:, :need], b, count).astype(np.int16) - offset)
     q, z = out[0], (out[1].T if len(out) > 1 else None)
     return q.astype(np.int8), None if z is None else np.ascontiguousarray(z.astype(np.int8))
 
