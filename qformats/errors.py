@@ -206,6 +206,14 @@ CODES: dict[str, tuple[str, str]] = {
     "ckpt.config.json": ("CKPT-4.2", "a config file that is not a JSON object, or a quantization_config that is not one"),
     "ckpt.config.none": ("CKPT-4.3", "a checkpoint directory with no quantization config (warning)"),
     "ckpt.config.conflict": ("CKPT-4.4", "two config files give different values for one key (warning)"),
+    "ckpt.float.nonfinite": ("CKPT-5.2", "an unquantized float tensor holds NaN or infinity (--deep)"),
+    "ckpt.tensor.config_shape": ("CKPT-5.3", "an unquantized tensor's shape contradicts config.json"),
+    "ckpt.tensor.config_dtype": ("CKPT-5.3", "an unquantized tensor's dtype differs from config.json's (info)"),
+    "ckpt.layer.missing": ("CKPT-5.4", "a layer index below num_hidden_layers (GGUF: block_count) has no tensor"),
+    "ckpt.layer.extra": ("CKPT-5.4", "layers past num_hidden_layers (GGUF: block_count) (warning)"),
+    "ckpt.module.missing": ("CKPT-5.5", "a module other layers hold beside this layer's modules is missing"),
+    "ckpt.block.absent": ("CKPT-5.5", "a whole sub-block other layers hold is absent from a layer (warning)"),
+    "ckpt.module.partial": ("CKPT-5.6", "a module holds a format's partner tensors without its anchor tensor"),
 }
 
 

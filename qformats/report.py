@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+import textwrap
 from collections import defaultdict
 
 from .findings import plural
 from .validate import Report
 
-__all__ = ["to_json", "to_text", "plural", "not_checked"]
+__all__ = ["to_json", "to_text", "plural", "not_checked", "scope"]
 
 SEVERITY_ORDER = ("error", "warning", "info")
 MAX_PER_GROUP = 5  # keep the text short enough to read; --json has everything
@@ -33,11 +34,36 @@ def _headline(report: Report) -> str:
     verdict = report.verdict.upper()
     if s.get("strict") and s["warnings"] and not s["errors"]:
         verdict += f" (strict: {plural(s['warnings'], 'warning')})"
-    # GGUF files: how many tensors were checked out of how many (GGML-3.5), not "layers"
-    scope = (f"{s['tensors_checked']} of {plural(s['tensors'], 'tensor')} checked" if "tensors" in s
-             else plural(s['layers'], 'layer'))
-    return (f"{report.path}: {verdict} ({report.format}, {scope}, "
+    return (f"{report.path}: {verdict} ({report.format}, {scope(s)}, "
             f"{plural(s['errors'], 'error')}, {plural(s['warnings'], 'warning')}{not_checked(s)})")
+
+
+def scope(summary: dict) -> str:
+    """What was checked, the same words for every format (CKPT-5.1, GGML-3.5): ``14 layers, 56 of 62 tensors
+    checked (not checked: 6 float; -v names them)``; GGUF files count tensors only (each is a layer)."""
+    gguf = summary.get("container") == "gguf"
+    layers = "" if gguf or "layers" not in summary else plural(summary["layers"], "layer") + ", "
+    if "tensors" not in summary:
+        return layers.rstrip(", ")
+    text = f"{layers}{summary['tensors_checked']} of {plural(summary['tensors'], 'tensor')} checked"
+    missed = [f"{v['total'] - v['checked']} {kind}" for kind, v in summary.get("tensors_by_kind", {}).items()
+              if v["total"] > v["checked"]]
+    return text + (f" (not checked: {', '.join(missed)}; -v names them)" if missed else "")
+
+
+def _not_checked_lines(report: Report, verbose: bool) -> list[str]:
+    """-v: every tensor not checked, grouped by the reason (CKPT-5.1)."""
+    entries = report.summary.get("not_checked") or []
+    if not verbose or not entries:
+        return []
+    by_reason: dict[str, list[str]] = defaultdict(list)
+    for entry in entries:
+        by_reason[entry["reason"]].append(entry["tensor"])
+    lines = ["not checked:"]
+    for reason, names in by_reason.items():
+        lines.append(f"  {plural(len(names), 'tensor')}: {_indented(reason)}")
+        lines.append(f"    {', '.join(names)}")
+    return lines
 
 
 def not_checked(summary: dict) -> str:
@@ -51,12 +77,12 @@ def _group_lines(code: str, items: list, layer_names: list[str], verbose: bool) 
     named = sorted({name for name in layers if name})
     where = "in " + plural(len(named), "layer") if named and len(named) == len(items) else \
         "in " + plural(len(items), "place")
-    counts = [(name, f.count) for name, f in zip(layers, items) if f.count is not None]
+    counts = [(name or f.tensor, f.count) for name, f in zip(layers, items) if f.count is not None]
     if len(counts) > 1:
         total = sum(n for _, n in counts)
         per = ", ".join(f"{name or '?'} {n}" for name, n in counts[:MAX_PER_GROUP])
         where += f" ({total} in all: {per}{', ...' if len(counts) > MAX_PER_GROUP else ''})"
-    lines = [f"  {code} [{items[0].clause}] {where}: {_indented(items[0].message)}"]
+    lines = [f"  {code} [{items[0].clause}] {where}: {_indented(items[0].message, verbose)}"]
     if named:
         shown = ", ".join(named[:MAX_PER_GROUP]) + (f", ... (+{len(named) - MAX_PER_GROUP})"
                                                     if len(named) > MAX_PER_GROUP else "")
@@ -64,13 +90,26 @@ def _group_lines(code: str, items: list, layer_names: list[str], verbose: bool) 
     others = sorted({f.tensor for f, name in zip(items, layers) if f.tensor and not name})
     if others:
         lines.append(f"    where: {', '.join(others[:MAX_PER_GROUP])}")
-    lines += [f"    also: {_indented(extra.message)}" for extra in items[1:MAX_PER_GROUP if verbose else 1]]
+    lines += [f"    also: {_indented(extra.message, verbose)}" for extra in items[1:MAX_PER_GROUP if verbose else 1]]
     return lines
 
 
-def _indented(message: str) -> str:
-    """A message's own lines (a finding's "fix:" line) indented under its first."""
-    return message.replace("\n", "\n    ")
+def _indented(message: str, verbose: bool = True) -> str:
+    """A message's own lines (a finding's "fix:" line) indented under its first; without -v only the first,
+    saying that -v shows the rest."""
+    first, _, details = message.partition("\n")
+    if not details:
+        return first
+    return message.replace("\n", "\n    ") if verbose else f"{first} (-v: fix and details)"
+
+
+def _wrapped(line: str, width: int | None) -> list[str]:
+    """A line longer than ``width`` broken at spaces, its continuations indented 4 past its own indent
+    (names and paths are never broken inside); ``width`` None leaves it whole (pipes and logs)."""
+    if width is None or len(line) <= width:
+        return [line]
+    indent = " " * (len(line) - len(line.lstrip(" ")) + 4)
+    return textwrap.wrap(line, width, subsequent_indent=indent, break_long_words=False, break_on_hyphens=False)
 
 
 def _deep_lines(report: Report, verbose: bool) -> list[str]:
@@ -91,8 +130,9 @@ def _deep_lines(report: Report, verbose: bool) -> list[str]:
     return lines
 
 
-def to_text(report: Report, *, verbose: bool = False) -> str:
-    """Findings grouped by severity, then by code, with the layers each code touched; --deep statistics."""
+def to_text(report: Report, *, verbose: bool = False, width: int | None = None) -> str:
+    """Findings grouped by severity, then by code, with the layers each code touched; --deep statistics.
+    ``width``: wrap long lines to it (the CLI passes the terminal's on a terminal); None: one line each."""
     layer_names = [row["layer"] for row in report.layers]
     lines = [_headline(report)]
     for severity in SEVERITY_ORDER:
@@ -105,5 +145,7 @@ def to_text(report: Report, *, verbose: bool = False) -> str:
         lines.append(f"{severity}s:")
         for code, items in by_code.items():
             lines += _group_lines(code, items, layer_names, verbose)
+    lines += _not_checked_lines(report, verbose)
     lines += _deep_lines(report, verbose)
+    lines = [part for line in lines for text in line.split("\n") for part in _wrapped(text, width)]
     return "\n".join(line.rstrip() for line in lines) + "\n"

@@ -22,6 +22,9 @@ from .containers.checkpoint import COULD_NOT_RUN_CODES, Checkpoint, open_checkpo
 from .errors import QFormatsError, fail
 from .findings import Finding, finding, from_error, plural
 from .formats import registry
+from .gguf_summary import refuse_imatrix
+from . import inventory
+from .completeness import completeness, partial_modules
 from .layers import LayerGroup, Progress, load_layer, tick
 
 __all__ = ["Report", "validate", "group_layers", "load_layer", "LayerGroup", "FORMATS", "COULD_NOT_RUN"]
@@ -143,14 +146,14 @@ def validate(path: str, *, deep: bool = False, fmt: str = "auto", progress: Prog
     with ckpt:
         if ckpt.kind == "gguf":
             rows, findings = _gguf(ckpt, fmt, deep, progress)
+            findings += _gguf_completeness(ckpt)
             report = _report(str(path), "+".join(sorted({row["format"] for row in rows})),
                              list(ckpt.findings) + findings, rows)
-            total = len(ckpt.gguf.tensors)
-            return report.model_copy(update={"summary": {**report.summary, "tensors": total,
-                                                         "tensors_checked": len(rows)}})
+            return report.model_copy(update={"summary": {**report.summary, "container": "gguf",
+                                                         **_gguf_account(ckpt, rows, fmt)}})
         _refuse_foreign_method(ckpt)
-        layers, foreign = group_layers(ckpt.tensor_names(), ckpt.config)
-        layers = [layer for layer in layers if fmt in ("auto", layer.format)]
+        all_layers, foreign = group_layers(ckpt.tensor_names(), ckpt.config)
+        layers = [layer for layer in all_layers if fmt in ("auto", layer.format)]
         findings = list(ckpt.findings) + _foreign_findings(foreign)
         if jobs > 1 and len(layers) > 1:
             rows, more = _run_parallel(ckpt, layers, deep, jobs, progress)
@@ -163,9 +166,13 @@ def validate(path: str, *, deep: bool = False, fmt: str = "auto", progress: Prog
         if not rows:
             findings.append(finding("checkpoint.empty", "error", f"{len(layers)} quantized "
                                     f"layer{'s' if len(layers) > 1 else ''}, none of which could be checked"))
+        findings += _whole_checkpoint(ckpt, layers)
+        accounting = _account(ckpt, all_layers, layers, foreign, rows, findings, deep, fmt)
+        findings += accounting.pop("findings")
         report = _report(str(path), "+".join(sorted({layer.format for layer in layers})) or "unknown", findings, rows)
         unchecked = len(foreign) + sum(f.code in NOT_CHECKED for f in findings)
-        return report.model_copy(update={"summary": {**report.summary, "modules_not_checked": unchecked}})
+        return report.model_copy(update={"summary": {**report.summary, "container": ckpt.kind, **accounting,
+                                                     "modules_not_checked": unchecked}})
 
 
 def _cpus() -> int:
@@ -194,6 +201,7 @@ def _gguf(ckpt: Checkpoint, fmt: str, deep: bool, progress: Progress | None) -> 
     the tensors of that type. The verdict counts what was checked (GGML-3.5): the summary's
     ``tensors_checked`` of ``tensors``, and a warning for each type qformats cannot check.
     """
+    refuse_imatrix(ckpt.gguf)        # CKPT-1.4: llama-imatrix's output is not a model (could not run)
     only = None if fmt == "auto" or fmt in {f.name for f in _gguf_faces()} else frozenset({fmt})
     rows: list[dict[str, Any]] = []
     findings: list[Finding] = []
@@ -297,3 +305,110 @@ def _report(path: str, fmt: str, findings: list[Finding], layers: list[dict[str,
     summary = {"layers": len(layers), "errors": counts["error"], "warnings": counts["warning"], "info": counts["info"]}
     return Report(path=path, verdict="invalid" if counts["error"] else "valid", format=fmt,
                   findings=findings, layers=layers, summary=summary)
+
+
+# -- the whole checkpoint (spec/checkpoints.md CKPT-5) -----------------------------------------------------------
+
+def _whole_checkpoint(ckpt: Checkpoint, layers: list[LayerGroup]) -> list[Finding]:
+    """CKPT-5.4 .. 5.6 from the names alone: layers against the config, modules across layers, partners."""
+    names = ckpt.tensor_names()
+    claimed = {layer.name for layer in layers}
+    modules = sorted({name.rpartition(".")[0] for name in names})
+    leftovers: dict[str, set[str]] = {}
+    for name in names:
+        if name.rpartition(".")[0] not in claimed:
+            prefix, _, suffix = name.rpartition(".")
+            leftovers.setdefault(prefix, set()).add(suffix)
+    return completeness(modules, ckpt.model_config) + partial_modules(leftovers, _partner_suffixes())
+
+
+def _partner_suffixes() -> list[tuple[str, str, frozenset[str]]]:
+    """(format, anchor, the suffixes only that format's modules hold) for CKPT-5.6."""
+    shared = {"weight", "bias", *FOREIGN_SUFFIXES}
+    return [(face.name, face.layers.ANCHOR, frozenset(face.layers.SUFFIXES) - {face.layers.ANCHOR} - shared)
+            for face in _module_faces()]
+
+
+def _account(ckpt: Checkpoint, all_layers: list[LayerGroup], layers: list[LayerGroup], foreign: dict[str, list[str]],
+             rows: list[dict[str, Any]], findings: list[Finding], deep: bool, fmt: str) -> dict[str, Any]:
+    """CKPT-5.1: every tensor checked or named with the reason; CKPT-5.2/5.3 on the tensors no format holds."""
+    partial = {f.tensor for f in findings if f.code == "ckpt.module.partial"}
+    orphans = {name for name in ckpt.tensor_names() if name.rpartition(".")[0] in partial}
+    formats = {layer.name: layer.format for layer in all_layers}
+    strays = {name for name in ckpt.tensor_names() if name.rpartition(".")[0] in formats} - \
+        {full for layer in all_layers for full in layer.tensors.values()}
+    quantized = {full for layer in all_layers for full in layer.tensors.values()} | orphans | strays | \
+        {name for names in foreign.values() for name in names}
+    kinds = inventory.tensor_kinds(ckpt, quantized)
+    unchecked = dict.fromkeys(orphans, "ckpt.module.partial: a module without its anchor tensor (CKPT-5.6)")
+    for name in strays:
+        unchecked[name] = f"a tensor the {formats[name.rpartition('.')[0]]} layout does not have: not read"
+    done = {row["layer"] for row in rows}
+    asked = {layer.name for layer in layers}
+    for layer in all_layers:
+        why = None if layer.name in done else _why_unchecked(layer, layer.name in asked, findings, fmt)
+        if why:
+            unchecked.update(dict.fromkeys(layer.tensors.values(), why))
+    for module, names in foreign.items():
+        kind = ", ".join(dict.fromkeys(k for k in map(_foreign_suffix, names) if k)) or "foreign"
+        unchecked.update(dict.fromkeys(names, f"a layout qformats does not decode ({kind}) (QF-5.2)"))
+    plain = [name for name, kind in kinds.items() if name not in quantized]
+    more = inventory.config_shape_findings(ckpt, plain)
+    scanned_findings, scanned = inventory.check_plain(ckpt, [n for n in plain if kinds[n] == "float"], deep=deep)
+    more += scanned_findings
+    for name in plain:
+        if name not in scanned:
+            unchecked[name] = _plain_reason(kinds[name], deep)
+    return {"findings": more, **inventory.summary(kinds, unchecked)}
+
+
+def _why_unchecked(layer: LayerGroup, asked: bool, findings: list[Finding], fmt: str) -> str | None:
+    """None when a finding says the module was looked at and found wanting (an error names it), else why not."""
+    if not asked:
+        return f"a {layer.format} module; --format {fmt} left it out"
+    mine = [f for f in findings if f.tensor and (f.tensor == layer.name or f.tensor.startswith(layer.name + "."))]
+    if any(f.severity == "error" for f in mine):
+        return None
+    if mine:
+        return f"{mine[0].code}: {mine[0].message.splitlines()[0]}"
+    stop = next((f for f in findings if f.severity == "error" and f.code != "checkpoint.empty"), None)
+    return f"{stop.code} stopped the {layer.format} checks: {stop.message.splitlines()[0]}" if stop else \
+        "no check reached it"
+
+
+def _plain_reason(kind: str, deep: bool) -> str:
+    if kind == "float":
+        return "not quantized: its values are read with --deep (CKPT-5.2)" if not deep else \
+            "not quantized: a float dtype CKPT-5.2 does not scan"
+    if kind == "integer":
+        return "an integer tensor outside any quantized module: no rule gives its values a meaning"
+    return "sub-byte float elements outside any quantized module: no rule yet"
+
+
+def _gguf_completeness(ckpt: Checkpoint) -> list[Finding]:
+    """CKPT-5.4/5.5 for GGUF: ``blk.N`` against ``{general.architecture}.block_count``."""
+    names = [info.name for info in ckpt.gguf.tensors]
+    modules = sorted({n.rpartition(".")[0] if n.endswith((".weight", ".bias")) else n for n in names})
+    meta = getattr(ckpt.gguf, "metadata", {}) or {}
+    arch = meta.get("general.architecture")
+    blocks = meta.get(f"{arch}.block_count") if isinstance(arch, str) else None
+    blocks = blocks if isinstance(blocks, int) and not isinstance(blocks, bool) and blocks >= 0 else None
+    return completeness(modules, None, gguf_blocks=blocks)
+
+
+def _gguf_account(ckpt: Checkpoint, rows: list[dict[str, Any]], fmt: str) -> dict[str, Any]:
+    """CKPT-5.1 for GGUF: every tensor is a row (checked) or named (a type qformats cannot decode, --format)."""
+    kinds = inventory.tensor_kinds(ckpt, set())
+    done = {row["layer"] for row in rows}
+    unchecked = {}
+    for info in ckpt.gguf.tensors:
+        if info.name not in done:
+            unchecked[info.name] = (f"type {info.type_name}: qformats has no decoder for it (GGML-3.5)"
+                                    if ggml_type_unknown(info) else f"type {info.type_name}; --format {fmt} left it out")
+    return inventory.summary(kinds, unchecked)
+
+
+def ggml_type_unknown(info: Any) -> bool:
+    """A GGUF tensor of a type no registered format decodes."""
+    return not any(info.type_name.lower() in face.layers.GGUF_TYPES or info.type_name in face.layers.GGUF_TYPES
+                   for face in _gguf_faces())

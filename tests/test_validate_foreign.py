@@ -93,13 +93,14 @@ def test_verdict_line_says_how_many_modules_were_not_checked(tmp_path, capsys):
     ckpt = _with_extra(tmp_path, _fp8(GATE))
     assert main(["validate", str(ckpt)]) == 0
     assert capsys.readouterr().out.splitlines()[0] == \
-        f"{ckpt}: VALID (gptq, 2 layers, 0 errors, 1 warning, 1 module not checked)"
+        f"{ckpt}: VALID (gptq, 2 layers, 8 of 10 tensors checked (not checked: 2 quantized; -v names them), 0 errors, " \
+        "1 warning, 1 module not checked)"
 
 
 def test_verdict_line_is_unchanged_when_every_module_was_checked(capsys):
     """QF-5.2: the verdict line adds the count only "when it is not 0"."""
     assert main(["validate", str(SAMPLE)]) == 0
-    assert capsys.readouterr().out == f"{SAMPLE}: VALID (gptq, 2 layers, 0 errors, 0 warnings)\n"
+    assert capsys.readouterr().out == f"{SAMPLE}: VALID (gptq, 2 layers, 8 of 8 tensors checked, 0 errors, 0 warnings)\n"
 
 
 def test_inspect_last_line_says_how_many_modules_were_not_checked(tmp_path, capsys):

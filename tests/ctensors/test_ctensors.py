@@ -312,7 +312,8 @@ def test_module_of_an_uncovered_strategy_is_not_checked_and_said(tmp_path):
         "'model.layers.0.mlp.down_proj' holds weight_packed but config group 'group_1' has strategy 'tensor' "
         "(covered: group, channel); not checked")]
     from qformats.report import to_text
-    assert to_text(report).splitlines()[0].endswith("(ctensors, 2 layers, 0 errors, 1 warning, 1 module not checked)")
+    assert to_text(report).splitlines()[0].endswith("(ctensors, 2 layers, 6 of 10 tensors checked (not checked: 3 quantized, 1 float; "
+                                                "-v names them), 0 errors, 1 warning, 1 module not checked)")
 
 
 def test_checkpoint_of_uncovered_strategies_only_is_not_covered(tmp_path):
