@@ -35,10 +35,12 @@ def _plural(n: int, word: str) -> str:
     return f"{n:,} {word}" if n == 1 else f"{n:,} {word}s"
 
 
-def _rows(path: str) -> tuple[list[dict[str, Any]], dict[str, str], dict[str, Any] | None, str]:
-    """Rows of every format that emulates real readers, their readers, the writer claim and the unit."""
+def _rows(path: str) -> tuple[list[dict[str, Any]], dict[str, Any], dict[str, Any] | None, str]:
+    """Rows of every format that emulates real readers, their readers (name -> reader object, which has a
+    ``description`` and optionally ``enable``: the command that makes it judgeable), the writer claim and
+    the unit."""
     rows: list[dict[str, Any]] = []
-    readers: dict[str, str] = {}
+    readers: dict[str, Any] = {}
     claim = None
     unit = "layer"
     with open_checkpoint(path) as ckpt:
@@ -52,7 +54,7 @@ def _rows(path: str) -> tuple[list[dict[str, Any]], dict[str, str], dict[str, An
             if not more:
                 continue
             rows += more
-            readers |= {name: r.description for name, r in face.layers.READERS.items()}
+            readers |= dict(face.layers.READERS)
             if ckpt.kind == "gguf":
                 unit = "tensor"
             claimer = getattr(face.layers, "writer_claim", None)
@@ -61,7 +63,7 @@ def _rows(path: str) -> tuple[list[dict[str, Any]], dict[str, str], dict[str, An
     return rows, readers, claim, unit
 
 
-def _summary(rows: list[dict[str, Any]], name: str, description: str) -> dict[str, Any]:
+def _summary(rows: list[dict[str, Any]], name: str, description: str, enable: str | None = None) -> dict[str, Any]:
     """One reader over the rows of one writer's meaning."""
     per = [(r["layer"], r["readers"].get(name, {"status": "not judged", "detail": "no row for this reader"}))
            for r in rows]
@@ -72,7 +74,7 @@ def _summary(rows: list[dict[str, Any]], name: str, description: str) -> dict[st
     wrong = sorted(((layer, int(v.get("wrong_weights") or 0)) for layer, v in by["wrong"]), key=lambda x: -x[1])
     verdict = next((s for s in ("wrong", "cannot read", "unknowable", "not judged") if by[s]), "correct")
     lost = sum(int(v.get("unknowable_weights") or 0) for _, v in per)
-    return {"description": description, "verdict": verdict,
+    return {"description": description, "verdict": verdict, "enable": enable,
             "layers_correct": len(by["correct"]), "layers_wrong": len(by["wrong"]),
             "layers_unreadable": len(by["cannot read"]), "layers_unknowable": len(by["unknowable"]),
             "layers_not_judged": len(by["not judged"]),
@@ -99,15 +101,22 @@ def _writers_of(rows: list[dict[str, Any]], claim: dict[str, Any] | None) -> lis
     return distinct if split else [ANY]
 
 
-def _verdicts(rows: list[dict[str, Any]], readers: dict[str, str], claim: dict[str, Any] | None) -> list[dict[str, Any]]:
+def _verdicts(rows: list[dict[str, Any]], readers: dict[str, Any], claim: dict[str, Any] | None) -> list[dict[str, Any]]:
     out = []
     names = (claim or {}).get("names") or {}
     for writer in _writers_of(rows, claim):
         mine = [r for r in rows if writer == ANY or writer in (r.get("writers") or [ANY])
                 or ANY in (r.get("writers") or [ANY])]
         out.append({"writer": writer, "writer_description": names.get(writer),
-                    "readers": {name: _summary(mine, name, d) for name, d in readers.items()}})
+                    "readers": {name: _summary(mine, name, *_described(r)) for name, r in readers.items()}})
     return out
+
+
+def _described(reader: Any) -> tuple[str, str | None]:
+    """(description, enable command) of a format's reader object, or of a bare description string."""
+    if isinstance(reader, str):
+        return reader, None
+    return reader.description, getattr(reader, "enable", None)
 
 
 def check_checkpoint(path: str) -> dict[str, Any]:
@@ -116,19 +125,41 @@ def check_checkpoint(path: str) -> dict[str, Any]:
     ``writer``: who wrote it as far as the files say (``known``, ``writer``, ``basis``, ``detail``,
     ``plausible``). ``verdicts``: one entry per writer meaning the table depends on, each with the
     per-reader summaries; ``readers`` is the only entry's summaries when there is one, else ``{}``.
+    ``judged``: the readers judged on at least one row; ``no_reader_judged``: why none was (None when
+    one was); ``enable``: reader -> the command that makes it judgeable, for each reader not judged.
     """
     report = validate(path)
     rows, readers, claim, unit = _rows(path) if report.layers else ([], {}, None, "layer")
     verdicts = _verdicts(rows, readers, claim) if rows else []
-    return {"path": str(path), "verdict": report.verdict, "format": report.format,
-            "errors": report.summary["errors"], "warnings": report.summary["warnings"],
-            "modules_not_checked": report.summary.get("modules_not_checked", 0),
-            "finding_codes": sorted({f.code for f in report.findings}),
-            "unit": unit, "writer": claim, "verdicts": verdicts,
-            "readers": verdicts[0]["readers"] if len(verdicts) == 1 else {}, "layers": rows}
+    table = {"path": str(path), "verdict": report.verdict, "format": report.format,
+             "errors": report.summary["errors"], "warnings": report.summary["warnings"],
+             "modules_not_checked": report.summary.get("modules_not_checked", 0),
+             "finding_codes": sorted({f.code for f in report.findings}),
+             "unit": unit, "writer": claim, "verdicts": verdicts,
+             "readers": verdicts[0]["readers"] if len(verdicts) == 1 else {}, "layers": rows}
+    return table | _judged(table, bool(report.layers))
 
 
-def _reader_line(row: dict[str, Any], unit: str) -> str:
+def _judged(table: dict[str, Any], layers: bool) -> dict[str, Any]:
+    """Which readers were judged, why none was (a verdict with no reader judged must say so: GGML-5.5), and
+    the command that enables each reader not judged."""
+    judged = sorted({name for row in table["layers"] for name, v in row["readers"].items()
+                     if v.get("status") != "not judged"})
+    summaries = {name: s for v in table["verdicts"] for name, s in v["readers"].items()}
+    enable = {name: s["enable"] for name, s in summaries.items() if name not in judged and s.get("enable")}
+    why = None
+    if not layers:
+        why = "the validator found no layer it could read"
+    elif not table["verdicts"]:
+        why = f"qformats emulates no real reader of {table['format']} checkpoints"
+    elif not judged:
+        reasons = {s["not_judged_because"] for s in summaries.values()}
+        why = reasons.pop() if len(reasons) == 1 else ("no reader is installed or configured here" if enable
+                                                       else "each reader's reason is below")
+    return {"judged": judged, "no_reader_judged": why, "enable": enable}
+
+
+def _reader_line(row: dict[str, Any], unit: str, enable: bool = True) -> str:
     verdict, total = row["verdict"], sum(row[k] for k in ("layers_correct", "layers_wrong", "layers_unreadable",
                                                           "layers_unknowable", "layers_not_judged"))
     # a path whose weights are 16-bit floats is held to the reference rounded once to them (judge_readers)
@@ -145,6 +176,8 @@ def _reader_line(row: dict[str, Any], unit: str) -> str:
         what = f"unknowable in {_plural(row['layers_unknowable'], unit)}"
     else:
         what = f"not judged ({row['not_judged_because']})"
+        if enable and row.get("enable"):     # unless the headline already said it
+            what += f"; to judge it: {row['enable']}"
     extras = []
     if verdict != "correct" and row["layers_correct"]:
         extras.append(f"correct in {_plural(row['layers_correct'], unit)}")
@@ -178,12 +211,24 @@ def _writer_lines(table: dict[str, Any]) -> list[str]:
             "so each reader is judged against each"]
 
 
+def _headline(table: dict[str, Any]) -> list[str]:
+    """The verdict line; where no reader was judged it says so ("VALID; no reader judged"), why, and the
+    command that enables each reader (the exit status stays the validity verdict's: GGML-5.5)."""
+    none = "; no reader judged" if table.get("no_reader_judged") else ""
+    lines = [f"{table['path']}: {table['verdict'].upper()}{none} ({table['format']}, "
+             f"{_plural(table['errors'], 'error')}, {_plural(table['warnings'], 'warning')}{not_checked(table)}; "
+             "qformats validate for the findings)"]
+    if none:
+        lines.append(f"no reader could be judged ({table['no_reader_judged']}): the verdict is the validator's alone")
+        width = max((len(name) for name in table["enable"]), default=0)
+        lines += [f"  to judge {name:{width}s}  {command}" for name, command in table["enable"].items()]
+    return lines
+
+
 def to_text(table: dict[str, Any]) -> str:
     unit = table.get("unit", "layer")
-    lines = [f"{table['path']}: {table['verdict'].upper()} ({table['format']}, {_plural(table['errors'], 'error')}, "
-             f"{_plural(table['warnings'], 'warning')}{not_checked(table)}; qformats validate for the findings)"]
+    lines = _headline(table)
     if not table["verdicts"]:
-        lines.append("no emulated real readers for this checkpoint: the spec reader's verdict is the validator's")
         return "\n".join(lines) + "\n"
     lines += _writer_lines(table)
     count = len({r["layer"] for r in table["layers"]})
@@ -193,7 +238,8 @@ def to_text(table: dict[str, Any]) -> str:
                 else "")
         told = ", told what the config says," if unit == "layer" else ""
         lines.append(f"{head}real readers{told} on {_plural(count, unit)}:")
-        said = {name: _reader_line(row, unit) for name, row in verdict["readers"].items()}
+        enable = not table.get("no_reader_judged")      # else the headline gave each command
+        said = {name: _reader_line(row, unit, enable) for name, row in verdict["readers"].items()}
         if len(said) > 1 and len(set(said.values())) == 1 and verdict["readers"][next(iter(said))]["verdict"] \
                 in ("not judged", "cannot read"):
             lines.append(f"  every reader: {next(iter(said.values()))}")    # one reason, said once

@@ -26,6 +26,9 @@ def _cmd_schema(args: argparse.Namespace) -> int:
     return 0
 
 
+PROGRESS_BAR = "[#########.....................] 12/40 model.layers.3.mlp.up_proj"   # --help's example
+
+
 def _progress_bar(stream):
     """A one-line progress bar on a TTY (stderr); None elsewhere so logs stay clean."""
     if not stream.isatty():
@@ -42,6 +45,22 @@ def _progress_bar(stream):
     return show
 
 
+def _json_even_if_could_not_run(command):
+    """--json prints one object on stdout for every outcome: when the command could not run (exit 2), the
+    could-not-run document (qformats/documents.py); the error then goes on to main's one line on stderr."""
+    def run(args: argparse.Namespace) -> int:
+        try:
+            return command(args)
+        except Exception as err:
+            if getattr(args, "json", False) and not isinstance(err, BrokenPipeError):
+                from .documents import could_not_run
+
+                sys.stdout.write(json.dumps(could_not_run(args.path, err), indent=2) + "\n")
+            raise
+    return run
+
+
+@_json_even_if_could_not_run
 def _cmd_validate(args: argparse.Namespace) -> int:
     from .report import to_json, to_text
     from .validate import validate
@@ -49,34 +68,62 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     report = validate(args.path, deep=args.deep, fmt=args.format, progress=_progress_bar(sys.stderr), jobs=args.jobs)
     if args.strict:
         report = report.strictly()
-    sys.stdout.write(to_json(report) + "\n" if args.json else to_text(report, verbose=args.verbose))
+    sys.stdout.write(to_json(report) + "\n" if args.json else to_text(report, verbose=args.verbose,
+                                                                       width=_text_width(args.width)))
     return report.exit_code(strict=args.strict)
 
 
+def _text_width(asked: int | None) -> int | None:
+    """Columns to wrap findings to: --width, else the terminal's when stdout is one, else none (pipes, logs)."""
+    if asked is not None:
+        return max(asked, 40)
+    if not sys.stdout.isatty():
+        return None
+    import shutil
+
+    return shutil.get_terminal_size((100, 24)).columns
+
+
+@_json_even_if_could_not_run
 def _cmd_inspect(args: argparse.Namespace) -> int:
-    from .inspect import empty_reason, render, rows
+    from .inspect import empty_reason, gguf_header, render, rows
 
-    from .report import not_checked, plural
+    from .report import not_checked, plural, scope
 
-    report, table = rows(args.path, args.format)
+    report, table = rows(args.path, args.format, progress=_progress_bar(sys.stderr))
+    header = gguf_header(args.path)
+    if args.json:                    # the validate document plus the rows and the header (spec/schemas/report.json)
+        doc = {**report.model_dump(), "rows": table, "header": header}
+        sys.stdout.write(json.dumps(doc, indent=2, default=str) + "\n")
+        return report.exit_code()
+    if header is not None:
+        from .gguf_summary import header_line
+
+        print(header_line(header))
     if not table:
         print(f"{report.path}: {empty_reason(report)}")
         return report.exit_code()
     for line in render(table, args.width):
         print(line)
-    s = report.summary
-    checked = f", {s['tensors_checked']} of {s['tensors']} tensors checked" if "tensors" in s else not_checked(s)
-    print(f"{plural(len(table), 'row')}{checked}; verdict {report.verdict} ({plural(s['errors'], 'error')}, "
+    s = report.summary                # validate's words for what was checked (CKPT-5.1); inspect has no -v
+    checked = scope(s).replace("-v names them", "validate -v names them") + not_checked(s)
+    print(f"{plural(len(table), 'row')}, {checked}; verdict {report.verdict} ({plural(s['errors'], 'error')}, "
           f"{plural(s['warnings'], 'warning')}: qformats validate for details)")
     return report.exit_code()
 
 
 def _cmd_decode(args: argparse.Namespace) -> int:
+    from .report import plural
     from .tools import decode
 
-    for name, note in decode(args.path, args.tensor, args.output, source_version=args.source_version,
-                             permuted=args.permuted, reader=args.reader, force=args.force).items():
-        print(f"{name} -> {args.output}: {note}")
+    notes = decode(args.path, args.tensor or [], args.output, source_version=args.source_version,
+                   permuted=args.permuted, reader=args.reader, force=args.force, all_tensors=args.all)
+    copied = [name for name, note in notes.items() if note.startswith("copied as stored")]
+    for name, note in notes.items():
+        if not note.startswith("copied as stored"):
+            print(f"{name} -> {args.output}: {note}")
+    if copied:
+        print(f"{plural(len(copied), 'unquantized tensor')} copied as stored -> {args.output}")
     return 0
 
 
@@ -85,11 +132,21 @@ def _cmd_convert(args: argparse.Namespace) -> int:
 
     from .report import plural
 
-    done = convert(args.path, args.output, to=args.to, source_version=args.source_version, reader=args.reader)
+    done = convert(args.path, args.output, to=args.to, source_version=args.source_version, reader=args.reader,
+                   round_scales=args.round_scales)
+    if done.get("against_evidence"):         # GPTQ-7.4: done as told; the output's label now hides it
+        told = f"--source-version {args.source_version}" if args.source_version else f"--reader {args.reader}"
+        print(f"qformats: warning: read as {told} against the zeros' evidence in "
+              f"{plural(len(done['against_evidence']), 'layer')} (e.g. {done['against_evidence'][0]}); "
+              "validate cannot see this in the output", file=sys.stderr)
     if "from" in done:                       # across formats (AWQ-4, CT-4)
         from .convert import SOURCE_LABELS
 
         print(f"converted {plural(done['layers'], SOURCE_LABELS[done['from']] + ' layer')} to {args.to}: {args.output}")
+        if "rounded_scales" in done:         # CT-4.6: what rounding the scales to float16 changed
+            r = done["rounded_scales"]
+            print(f"rounded {plural(r['scales'], 'scale')} to float16 in {plural(len(r['modules']), 'layer')}: "
+                  f"{plural(r['weights_changed'], 'weight')} changed, largest absolute change {r['max_abs_change']!r}")
         return 0
     how = f" as {args.reader} reads them" if args.reader else ""
     print(f"converted {plural(done['layers'], 'GPTQ layer')} to {args.to}{how}: {args.output}")
@@ -98,7 +155,9 @@ def _cmd_convert(args: argparse.Namespace) -> int:
 
 def _cmd_conformance_kernel(args: argparse.Namespace) -> int:
     from conformance import load_declaration, run_kernel
-    from conformance.report import to_html, to_json, to_junit, to_text
+    from conformance.html import page
+    from conformance.provenance import run_document
+    from conformance.report import to_junit, to_text
 
     total = [0]
 
@@ -116,11 +175,12 @@ def _cmd_conformance_kernel(args: argparse.Namespace) -> int:
     if args.junit:
         with open(args.junit, "w", encoding="utf-8") as fh:
             fh.write(to_junit(result))
+    # one document for --json and --html: `conformance matrix RUN.json --html` then writes the same page
+    doc = run_document(result, device=args.device, declaration=declaration) if args.html or args.json else None
     if args.html:
         with open(args.html, "w", encoding="utf-8") as fh:
-            fh.write(to_html(result, device=args.device, declaration=declaration))
-    sys.stdout.write(to_json(result, device=args.device, declaration=declaration) + "\n" if args.json
-                     else to_text(result, verbose=args.verbose))
+            fh.write(page([doc]))
+    sys.stdout.write(json.dumps(doc, indent=1) + "\n" if args.json else to_text(result, verbose=args.verbose))
     return 0 if result.conforms else 1
 
 
@@ -177,18 +237,31 @@ def _conformance_parser(sub) -> None:
                                                                  "called hung and restarted")
     ker.add_argument("--json", action="store_true", help="print the JSON report")
     ker.add_argument("--junit", metavar="FILE", help="also write a JUnit XML report")
-    ker.add_argument("--html", metavar="FILE", help="also write the results page (one self-contained HTML file)")
+    ker.add_argument("--html", metavar="FILE", help="also write the results page (one self-contained HTML file); "
+                     "`qformats conformance matrix RUN.json --html FILE` writes the same page from the --json document")
     ker.add_argument("-v", "--verbose", action="store_true", help="list every non-passing case")
     ker.set_defaults(run=_cmd_conformance_kernel)
     mx = what.add_parser("matrix", help="lay several --json runs side by side: pass / total per subject and case "
-                                        "group, failures in one subject, clause coverage")
+                                        "group, failures in one subject, clause coverage",
+                         description="Lay conformance runs side by side. With one run, `qformats conformance matrix "
+                                     "RUN.json --html FILE` writes the same results page as `qformats conformance "
+                                     "kernel ... --json --html FILE` did for that run (the shortcut to a page from "
+                                     "a kept JSON report).")
     mx.add_argument("runs", nargs="+", metavar="RUN.json", help="documents of `conformance kernel --json`, or bundles "
                                                                  "{\"runs\": [...]}")
-    mx.add_argument("--html", metavar="FILE", help="write the results page (one self-contained HTML file)")
+    mx.add_argument("--html", metavar="FILE", help="write the results page (one self-contained HTML file); for one "
+                    "RUN.json, the page `conformance kernel --html` writes for that run")
     mx.set_defaults(run=_cmd_conformance_matrix)
-    ck = what.add_parser("checkpoint", help="validate a checkpoint and tell which real readers decode it correctly")
+    ck = what.add_parser("checkpoint", help="validate a checkpoint and tell which real readers decode it correctly",
+                         description="Validate a checkpoint, then judge each real reader qformats emulates or finds "
+                         "installed. Exit 0 valid, 1 invalid, 2 could not run: the validity verdict decides, also "
+                         "when no reader could be judged (gguf-py not installed, no ggml library set, a format "
+                         "without emulated readers); the headline then reads 'VALID; no reader judged', says why "
+                         "and gives the command that enables each reader (pip install gguf; make ggml-oracle with "
+                         "QFORMATS_GGML_LIB; make llama-cpp with QFORMATS_LLAMA_CPP).")
     ck.add_argument("path")
-    ck.add_argument("--json", action="store_true")
+    ck.add_argument("--json", action="store_true", help="print the table as one JSON object (judged: the readers "
+                    "judged; no_reader_judged: why none was, else null; enable: reader -> command)")
     ck.set_defaults(run=_cmd_conformance_checkpoint)
 
 
@@ -205,26 +278,44 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"qformats {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     schema = sub.add_parser("schema", help="print the JSON Schema of a format's models")
-    schema.add_argument("format", nargs="?", help="gptq, q4_k, spqr or gguf (default: one object keyed by format)")
+    schema.add_argument("format", nargs="?", help="gptq, q4_k, spqr, gguf, awq or compressed_tensors (default: one "
+                        "object keyed by format); report: the documents validate --json and inspect --json print")
     schema.set_defaults(run=_cmd_schema)
-    val = sub.add_parser("validate", help="check a checkpoint against the spec; exit 0 valid, 1 invalid, 2 could not run")
+    val = sub.add_parser("validate", help="check a checkpoint against the spec; exit 0 valid, 1 invalid, 2 could not run",
+                         description="Check a checkpoint against the spec. Exit 0 valid (warnings allowed unless "
+                         "--strict), 1 invalid, 2 could not run. On a terminal a one-line progress bar "
+                         f"({PROGRESS_BAR}) counts the layers on stderr; it is left out when stderr is not a "
+                         "terminal (a pipe, a CI log), and results always go to stdout.")
     val.add_argument("path", help=".safetensors file, checkpoint directory (sharded or not) or .gguf file")
     val.add_argument("--json", action="store_true", help="print one JSON object: path, verdict, format, findings, "
-                     "layers, summary")
+                     "layers, summary (the same summary keys for every format); when it could not run (exit 2), "
+                     "{path, verdict: could-not-run, error: {code, clause, message, tensor, file}} "
+                     "(schema: qformats schema report)")
     val.add_argument("--strict", action="store_true", help="warnings make the verdict exit 1")
     val.add_argument("--deep", action="store_true", help="decode every layer and check the weights are finite")
     val.add_argument("--format", default="auto", choices=FORMATS)
     val.add_argument("--jobs", type=int, default=None, help="validate in N processes (default: one per CPU with --deep, else 1)")
-    val.add_argument("-v", "--verbose", action="store_true", help="list info findings and more examples")
+    val.add_argument("-v", "--verbose", action="store_true", help="list info findings, fix lines and more examples")
+    val.add_argument("--width", type=int, default=None, help="wrap long findings to N columns (default: the "
+                     "terminal's when stdout is one; in pipes and logs each finding stays one line)")
     val.set_defaults(run=_cmd_validate)
-    ins = sub.add_parser("inspect", help="per-layer table: format, bits, group size, bits/weight, statistics, evidence")
+    ins = sub.add_parser("inspect", help="per-layer table: format, bits, group size, bits/weight, statistics, evidence",
+                         description="One row per quantized layer, or per tensor of a GGUF file (with the file's "
+                         "header above: architecture, general.file_type, tensors, parameters, bits per weight). "
+                         "Exit codes as validate's. On a terminal a one-line progress bar "
+                         f"({PROGRESS_BAR}) counts the layers on stderr; not when stderr is a pipe or a log.")
     ins.add_argument("path")
     ins.add_argument("--format", default="auto", choices=FORMATS)
+    ins.add_argument("--json", action="store_true", help="print validate --json's object plus rows (the table) and "
+                     "header (a GGUF file's header summary, else null); the could-not-run object on exit 2")
     ins.add_argument("--width", type=int, default=None, help="columns to fit (default: the terminal's, or 100)")
     ins.set_defaults(run=_cmd_inspect)
     dec = sub.add_parser("decode", help="reference-decode layers into a safetensors file")
     dec.add_argument("path")
-    dec.add_argument("--tensor", action="append", required=True, help="layer (module) or tensor name; repeatable")
+    dec.add_argument("--tensor", action="append", help="layer (module) or tensor name, or a shell pattern such as "
+                     "'model.layers.0.*' (matching layers decoded, other tensors copied as stored); repeatable")
+    dec.add_argument("--all", action="store_true", help="write the whole model: every quantized layer decoded, every "
+                     "other tensor copied as stored (one layer in memory at a time)")
     dec.add_argument("-o", "--output", required=True)
     dec.add_argument("--source-version", choices=("v1", "v2"),
                      help="GPTQ: what the stored zeros really are, for a checkpoint whose label contradicts them")
@@ -247,6 +338,9 @@ def build_parser() -> argparse.ArgumentParser:
     conv.add_argument("--reader", choices=_gptq_readers(),
                       help="--to gptq_v2 only: store the zero points this real reader uses (GPTQ-4.2), e.g. "
                            "gptqmodel to keep a GPTQModel-written v1 checkpoint's zero points 0")
+    conv.add_argument("--round-scales", action="store_true",
+                      help="compressed-tensors checkpoints: round scales float16 cannot hold (float32 by default) to "
+                           "float16, reporting how many weights change and by at most how much (CT-4.6)")
     conv.set_defaults(run=_cmd_convert)
     _conformance_parser(sub)
     fix = sub.add_parser("fixtures", help="check the fixture manifest, or pin the generated conformance cases")

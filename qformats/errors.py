@@ -49,6 +49,7 @@ CODES: dict[str, tuple[str, str]] = {
     "ctensors.config.invalid": ("CT-5.1", "compressed-tensors quantization_config value outside its domain"),
     "ctensors.config.tensor_mismatch": ("CT-5.4", "a module's tensors contradict the config group that covers it"),
     "ctensors.config.ignore_unmatched": ("CT-5.2", "an ignore entry names no module of the checkpoint (warning)"),
+    "ctensors.config.target_unmatched": ("CT-5.2", "a config group's name or re: target matches no module (warning)"),
     "ctensors.value.range": ("CT-2.3", "a code or zero point handed to the packer is outside the signed range"),
     "ctensors.scales.nonfinite": ("CT-3.3", "a weight_scale is NaN or infinite"),
     "ctensors.group.shape": ("CT-2.2", "group size does not divide in_features"),

@@ -3,7 +3,9 @@
 Safetensors checkpoints show their quantized layers as ``validate --deep`` sees them. GGUF files
 show every tensor, each with its ggml type, real bits per weight (block bytes x 8 / block elements),
 statistics from qformats' own decoder of that type and the count of non-finite decoded values; a
-tensor of a type qformats cannot decode is listed as unchecked, without statistics.
+tensor of a type qformats cannot decode is listed as unchecked, without statistics. Above a GGUF file's
+table, its header summary (``gguf_header``); ``--json`` prints validate's document with ``rows`` and
+``header`` added (spec/schemas/report.json).
 """
 
 from __future__ import annotations
@@ -14,10 +16,12 @@ from typing import Any
 
 from .containers.checkpoint import open_checkpoint
 from .containers.ggml_types import GGML_TYPES
-from .errors import fail
+from .errors import QFormatsError, fail
+from .gguf_summary import header_summary
+from .layers import Progress
 from .validate import Report, validate
 
-__all__ = ["rows", "render"]
+__all__ = ["rows", "render", "gguf_header", "empty_reason"]
 
 # (row key, header). The format column carries the label (gptq_v1 = checkpoint_format gptq); "zeros say"
 # is what the stored zeros testify (GPTQ-8). Layer names are never shortened: when the table is too wide,
@@ -29,16 +33,29 @@ COLUMNS = (("layer", "layer"), ("format", "format"), ("bits", "bits"), ("group_s
 KEEP = 3   # layer, format, bits: never left out
 
 
-def rows(path: str, fmt: str = "auto") -> tuple[Report | None, list[dict[str, Any]]]:
+def rows(path: str, fmt: str = "auto", progress: Progress | None = None) -> tuple[Report | None, list[dict[str, Any]]]:
     """The validator's report and the table rows: its layers, or every tensor of a GGUF file (tensors
-    of types qformats cannot check get a row without statistics; the report warns about them)."""
-    report = validate(path, deep=True, fmt=fmt)
+    of types qformats cannot check get a row without statistics; the report warns about them).
+    ``progress``: called per layer as validate calls it (the CLI's bar on a terminal)."""
+    report = validate(path, deep=True, fmt=fmt, progress=progress)
     if not str(path).lower().endswith(".gguf") or report.format == "unknown":
         return report, report.layers
     checked = {row["layer"]: row for row in report.layers}
     with open_checkpoint(path) as ckpt:
         return report, [checked.get(info.name) or _unchecked_row(info) for info in ckpt.gguf.tensors
                         if fmt == "auto" or info.name in checked]
+
+
+def gguf_header(path: str) -> dict[str, Any] | None:
+    """A GGUF file's header summary (architecture, file type, tensors, parameters, bits per weight; spec/ggml.md
+    GGML-7.1), None for a safetensors checkpoint."""
+    if not str(path).lower().endswith(".gguf"):
+        return None
+    try:
+        with open_checkpoint(path) as ckpt:
+            return header_summary(ckpt.gguf) if ckpt.kind == "gguf" else None
+    except QFormatsError:            # a malformed file: the report's finding says why; there is no header
+        return None
 
 
 def _unchecked_row(info: Any) -> dict[str, Any]:

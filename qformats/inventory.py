@@ -21,7 +21,8 @@ import numpy as np
 from .findings import Finding, finding, plural
 
 __all__ = ["KINDS", "FLOAT_DTYPES", "SCAN_BYTES", "tensor_kinds", "check_plain", "config_shape_findings",
-           "summary", "kind_of_dtype", "nonfinite_counts"]
+           "summary", "kind_of_dtype", "nonfinite_counts",
+           "module_shape_findings"]
 
 KINDS = ("quantized", "float", "integer", "other")
 SCAN_BYTES = 1 << 24          # a float tensor is scanned 16 MiB at a time: the masks stay that small
@@ -202,6 +203,47 @@ def config_shape_findings(ckpt: Any, names: list[str]) -> list[Finding]:
 
 
 TORCH_NAMES = {"F16": "float16", "BF16": "bfloat16", "F32": "float32", "F64": "float64"}
+
+# Architectures whose attention and MLP projections have the llama shapes (transformers' modeling files:
+# q_proj (heads * head_dim, hidden), k_proj and v_proj (kv_heads * head_dim, hidden), o_proj (hidden,
+# heads * head_dim), gate_proj and up_proj (intermediate, hidden), down_proj (hidden, intermediate)).
+LLAMA_SHAPED = frozenset({"llama", "mistral", "qwen2", "qwen3", "qwen2_moe", "qwen3_moe", "mixtral", "gemma",
+                          "gemma2", "gemma3_text", "granite", "olmo2", "cohere", "starcoder2"})
+PROJECTION = re.compile(r"\.layers\.\d+\.(?:self_attn\.(?P<attn>[qkvo])_proj|mlp\.(?P<mlp>gate|up|down)_proj)$")
+
+
+def _projection_shape(text: dict[str, Any], attn: str | None, mlp: str | None) -> tuple[int, int] | None:
+    """(out_features, in_features) a llama-shaped projection has by the config, or None where it says not."""
+    hidden, heads = _int(text, "hidden_size"), _int(text, "num_attention_heads")
+    if hidden is None:
+        return None
+    if mlp is not None:
+        inter = _int(text, "intermediate_size")
+        return None if inter is None else ((inter, hidden) if mlp in ("gate", "up") else (hidden, inter))
+    if heads is None:
+        return None
+    head_dim = _int(text, "head_dim") or hidden // heads
+    kv = _int(text, "num_key_value_heads") or heads
+    return {"q": (heads * head_dim, hidden), "k": (kv * head_dim, hidden), "v": (kv * head_dim, hidden),
+            "o": (hidden, heads * head_dim)}[attn]
+
+
+def module_shape_findings(rows: list[dict[str, Any]], config: Any) -> list[Finding]:
+    """CKPT-5.3 for quantized modules of llama-shaped architectures: in and out features against the config."""
+    text = _text_config(config)
+    if text.get("model_type") not in LLAMA_SHAPED and (config or {}).get("model_type") not in LLAMA_SHAPED:
+        return []
+    findings: list[Finding] = []
+    for row in rows:
+        m = PROJECTION.search(str(row.get("layer", "")))
+        want = _projection_shape(text, m["attn"], m["mlp"]) if m else None
+        got = (row.get("out_features"), row.get("in_features"))
+        if want is not None and None not in got and tuple(got) != want:
+            findings.append(finding(
+                "ckpt.tensor.config_shape", "error",
+                f"'{row['layer']}' is a {got[1]} -> {got[0]} projection (in -> out), but config.json makes it "
+                f"{want[1]} -> {want[0]}; transformers refuses to load it (size mismatch)", tensor=row["layer"]))
+    return findings
 
 
 # -- CKPT-5.1: the count ------------------------------------------------------------------------------------------

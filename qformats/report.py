@@ -41,6 +41,8 @@ def _headline(report: Report) -> str:
 def scope(summary: dict) -> str:
     """What was checked, the same words for every format (CKPT-5.1, GGML-3.5): ``14 layers, 56 of 62 tensors
     checked (not checked: 6 float; -v names them)``; GGUF files count tensors only (each is a layer)."""
+    if summary.get("container") == "unreadable":
+        return "unreadable: 0 tensors checked"
     gguf = summary.get("container") == "gguf"
     layers = "" if gguf or "layers" not in summary else plural(summary["layers"], "layer") + ", "
     if "tensors" not in summary:

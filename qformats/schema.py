@@ -17,7 +17,7 @@ from pydantic import TypeAdapter
 from . import SPEC_VERSION
 from .errors import fail
 
-__all__ = ["FORMATS", "schema_for", "schema_text", "write_all"]
+__all__ = ["FORMATS", "DOCUMENTS", "schema_for", "schema_text", "write_all"]
 
 # format name -> module whose SCHEMA_MODELS are published
 FORMATS = {
@@ -28,6 +28,8 @@ FORMATS = {
     "compressed_tensors": "qformats.formats.ctensors.layout",
     "gguf": "qformats.containers.gguf",
 }
+# the CLI's JSON documents (validate --json, inspect --json, could-not-run): one shape for every format
+DOCUMENTS = {"report": "qformats.documents"}
 
 
 def available_formats() -> list[str]:
@@ -43,9 +45,10 @@ def available_formats() -> list[str]:
 
 def schema_for(name: str) -> dict[str, Any]:
     """One JSON Schema document whose ``$defs`` hold every published model of the format."""
-    if name not in FORMATS:
-        raise fail("argument.invalid", "format", "one of " + ", ".join(sorted(FORMATS)), name)
-    models = importlib.import_module(FORMATS[name]).SCHEMA_MODELS
+    modules = FORMATS | DOCUMENTS
+    if name not in modules:
+        raise fail("argument.invalid", "format", "one of " + ", ".join(sorted(modules)), name)
+    models = importlib.import_module(modules[name]).SCHEMA_MODELS
     defs: dict[str, Any] = {}
     for model in models:
         sub = TypeAdapter(model).json_schema(ref_template="#/$defs/{model}")
@@ -54,7 +57,7 @@ def schema_for(name: str) -> dict[str, Any]:
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "$id": f"https://qformats.dev/spec/{SPEC_VERSION}/schemas/{name}.json",
-        "title": f"qformats {name} models (spec {SPEC_VERSION})",
+        "title": f"qformats {name} {'documents' if name in DOCUMENTS else 'models'} (spec {SPEC_VERSION})",
         "anyOf": [{"$ref": f"#/$defs/{m.__name__}"} for m in models],
         "$defs": dict(sorted(defs.items())),
     }
@@ -67,7 +70,7 @@ def schema_text(name: str) -> str:
 def write_all(directory: Path) -> list[Path]:
     directory.mkdir(parents=True, exist_ok=True)
     written = []
-    for name in available_formats():
+    for name in [*available_formats(), *DOCUMENTS]:
         path = directory / f"{name}.json"
         path.write_text(schema_text(name))
         written.append(path)

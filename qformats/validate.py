@@ -142,15 +142,19 @@ def validate(path: str, *, deep: bool = False, fmt: str = "auto", progress: Prog
     except QFormatsError as err:
         if err.code in COULD_NOT_RUN:
             raise
-        return _report(str(path), "unknown", [from_error(err)], [])
+        report = _report(str(path), "unknown", [from_error(err)], [])   # CKPT-5.1: nothing could be read
+        return report.model_copy(update={"summary": {**report.summary, "container": "unreadable",
+                                                     **inventory.summary({}, {}), "modules_not_checked": 0}})
     with ckpt:
         if ckpt.kind == "gguf":
             rows, findings = _gguf(ckpt, fmt, deep, progress)
             findings += _gguf_completeness(ckpt)
             report = _report(str(path), "+".join(sorted({row["format"] for row in rows})),
                              list(ckpt.findings) + findings, rows)
+            # modules_not_checked: the same summary keys for every format; a GGUF tensor qformats cannot
+            # decode is counted among the tensors not checked (GGML-3.5), never as a foreign module
             return report.model_copy(update={"summary": {**report.summary, "container": "gguf",
-                                                         **_gguf_account(ckpt, rows, fmt)}})
+                                                         **_gguf_account(ckpt, rows, fmt), "modules_not_checked": 0}})
         _refuse_foreign_method(ckpt)
         all_layers, foreign = group_layers(ckpt.tensor_names(), ckpt.config)
         layers = [layer for layer in all_layers if fmt in ("auto", layer.format)]
@@ -353,7 +357,7 @@ def _account(ckpt: Checkpoint, all_layers: list[LayerGroup], layers: list[LayerG
         kind = ", ".join(dict.fromkeys(k for k in map(_foreign_suffix, names) if k)) or "foreign"
         unchecked.update(dict.fromkeys(names, f"a layout qformats does not decode ({kind}) (QF-5.2)"))
     plain = [name for name, kind in kinds.items() if name not in quantized]
-    more = inventory.config_shape_findings(ckpt, plain)
+    more = inventory.config_shape_findings(ckpt, plain) + inventory.module_shape_findings(rows, ckpt.model_config)
     scanned_findings, scanned = inventory.check_plain(ckpt, [n for n in plain if kinds[n] == "float"], deep=deep)
     more += scanned_findings
     for name in plain:

@@ -4,6 +4,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from qformats.cli import main
 
 
@@ -247,3 +249,92 @@ def test_convert_given_a_shard_index_writes_the_whole_checkpoint(tmp_path, capsy
         [*shards, "model.safetensors.index.json", "config.json"])
     capsys.readouterr()
     assert main(["validate", str(out)]) == 0
+
+
+def test_help_documents_the_progress_bar_as_it_is_drawn():
+    """DESIGN.md §4 (progress on stderr on a TTY): --help of validate and inspect shows the bar _progress_bar
+    draws for layer 12 of 40, and says it is left out off a terminal."""
+    import io
+
+    from qformats.cli import PROGRESS_BAR, _progress_bar
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    tty = Terminal()
+    _progress_bar(tty)(11, 40, "model.layers.3.mlp.up_proj")
+    assert tty.getvalue().strip("\r").rstrip() == PROGRESS_BAR
+    assert _progress_bar(io.StringIO()) is None                       # not a terminal: no bar
+    for command in ("validate", "inspect"):
+        done = subprocess.run([sys.executable, "-m", "qformats", command, "--help"], capture_output=True, text=True,
+                              env={**__import__("os").environ, "COLUMNS": "300"})
+        assert f"progress bar ({PROGRESS_BAR})" in done.stdout and "stderr" in done.stdout
+
+
+ZERO0 = "fixtures/checkpoints/gptq_v1_zero_underflow_autogptq"
+NAN_GGUF = "fixtures/checkpoints/q4_k_m_nan_scale.gguf"
+
+
+def _text(capsys, *argv) -> str:
+    main(list(argv))
+    return capsys.readouterr().out
+
+
+@pytest.mark.parametrize("width", [60, 80, 120])
+def test_long_findings_wrap_to_the_width_and_lose_no_word(width, capsys):
+    """--width N: every line fits N columns (a single longer word excepted), continuations are indented past
+    their first line, and the words are those of the unwrapped text, in order."""
+    whole = _text(capsys, "validate", "-v", NAN_GGUF)
+    wrapped = _text(capsys, "validate", "-v", "--width", str(width), NAN_GGUF)
+    assert wrapped.split() == whole.split() and len(wrapped.splitlines()) > len(whole.splitlines())
+    assert all(len(line) <= width or " " not in line.strip() for line in wrapped.splitlines())
+    heads = {line.lstrip().split()[0] for line in whole.splitlines()}   # each unwrapped line's first word
+    head_indent = 0
+    for line in wrapped.splitlines():
+        indent = len(line) - len(line.lstrip())
+        if line.split()[0] in heads:
+            head_indent = indent
+        else:                                                             # a continuation of the last head
+            assert indent == head_indent + 4, line
+
+
+def test_off_a_terminal_each_finding_stays_one_line(capsys):
+    """In pipes and logs (stdout not a terminal, no --width) a finding is one line, so grep sees it whole."""
+    text = _text(capsys, "validate", NAN_GGUF)
+    assert [line for line in text.splitlines() if line.startswith("  ggml.scale.nonfinite")] == [
+        "  ggml.scale.nonfinite [GGML-3.1] in 1 layer: 'blk.0.attn_v.weight' (q6_k) has non-finite scales in 1 of "
+        "32 blocks in 1 of 16 rows (1 NaN); first d = NaN in block 1 of row 5; (row, block): (5, 1); "
+        "ggml_validate_row_data refuses such a row"]
+
+
+def test_fix_lines_are_details_shown_under_verbose(capsys):
+    """GPTQ-3.4's finding: its fix line only with -v; without, the first line says -v has it."""
+    plain = _text(capsys, "validate", ZERO0)
+    verbose = _text(capsys, "validate", "-v", ZERO0)
+    fix = ("    fix: requantize and save as checkpoint_format gptq_v2 (no reading restores the overwritten zero "
+           "points); qformats conformance checkpoint PATH says which weights each reader gets right")
+    assert fix in verbose.splitlines() and "fix:" not in plain
+    assert plain.splitlines()[2].endswith("gptqmodel 224 (-v: fix and details)")
+    assert "also: in 'model.layers.0.self_attn.q_proj'" in verbose and "also:" not in plain
+
+
+@pytest.mark.parametrize("command", ["validate", "inspect"])
+def test_progress_bar_is_drawn_on_a_terminal_only(command, monkeypatch, capsys):
+    """DESIGN.md §4: on a TTY stderr the bar counts the layers to the last (2/2) and ends its line; off one,
+    stderr stays empty."""
+    import io
+    import re
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    path = "fixtures/checkpoints/gptq_v1_sym_4bit"
+    tty = Terminal()
+    monkeypatch.setattr(sys, "stderr", tty)
+    assert main([command, path]) == 0
+    assert re.search(r"\r\[#{30}\] 2/2 model\.layers\.0\.\S+ *\n$", tty.getvalue()), tty.getvalue()
+    monkeypatch.undo()
+    assert main([command, path]) == 0
+    assert capsys.readouterr().err == ""

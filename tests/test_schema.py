@@ -34,3 +34,20 @@ def test_real_gptq_config_validates_against_the_schema():
     validator.validate(config)
     with pytest.raises(jsonschema.ValidationError):
         validator.validate({**config, "bits": 5})
+
+
+@pytest.mark.parametrize("name", sorted(schema.DOCUMENTS))
+def test_committed_document_schema_equals_generated(name):
+    """spec/schemas/report.json (the CLI's --json documents) equals what qformats/documents.py generates."""
+    committed = SCHEMAS / f"{name}.json"
+    assert committed.exists(), f"run `python -m qformats.schema` to create {committed}"
+    assert committed.read_text() == schema.schema_text(name)
+    jsonschema.Draft202012Validator.check_schema(schema.schema_for(name))
+
+
+def test_report_schema_is_printed_by_the_schema_command(capsys):
+    """`qformats schema report` prints the documents' schema; `qformats schema` alone stays the formats."""
+    from qformats.cli import main
+
+    assert main(["schema", "report"]) == 0
+    assert set(json.loads(capsys.readouterr().out)["$defs"]) >= {"ValidateReport", "InspectReport", "CouldNotRun"}

@@ -107,4 +107,5 @@ def test_inspect_last_line_says_how_many_modules_were_not_checked(tmp_path, caps
     """QF-5.2: inspect's closing line, which carries the verdict, says it too."""
     assert main(["inspect", str(_with_extra(tmp_path, _fp8(GATE) | _fp8(UP)))]) == 0
     assert capsys.readouterr().out.splitlines()[-1] == \
-        "2 rows, 2 modules not checked; verdict valid (0 errors, 1 warning: qformats validate for details)"
+        "2 rows, 2 layers, 8 of 12 tensors checked (not checked: 4 quantized; validate -v names them), 2 modules " \
+        "not checked; verdict valid (0 errors, 1 warning: qformats validate for details)"

@@ -275,3 +275,66 @@ def test_gguf_module_missing_from_one_block(tmp_path):
     report = validate(str(_gguf(tmp_path / "m.gguf", 2, names)))
     assert [(f.code, f.tensor) for f in report.findings] == [("ckpt.module.missing", "blk.1.ffn_up")]
     assert report.summary["tensors_by_kind"] == {"float": {"total": 5, "checked": 5}}
+
+
+# -- CT-5.2: config targets that match nothing -------------------------------------------------------------------
+
+def test_a_compressed_tensors_target_matching_no_module_is_a_warning(tmp_path):
+    """CT-5.2: "A config group target that is a module name or a regular expression and matches no module of
+    the checkpoint is a warning"; class targets are not judged."""
+    ckpt = tmp_path / "ct"
+    shutil.copytree(ROOT / "checkpoints" / "ctensors_w4_asym", ckpt)
+    config = json.loads((ckpt / "config.json").read_text())
+    group = next(iter(config["quantization_config"]["config_groups"].values()))
+    group["targets"] = [*group["targets"], "re:.*\\.experts\\.\\d+\\.up_proj$", "model.layers.9.mlp.up_proj", "Conv2d"]
+    (ckpt / "config.json").write_text(json.dumps(config))
+    found = [(f.code, f.severity, f.tensor) for f in validate(str(ckpt)).findings]
+    assert found == [("ctensors.config.target_unmatched", "warning", "re:.*\\.experts\\.\\d+\\.up_proj$"),
+                     ("ctensors.config.target_unmatched", "warning", "model.layers.9.mlp.up_proj")]
+
+
+# -- the sweep: no verdict line claims a tensor it did not check ---------------------------------------------------
+
+def _fixture_checkpoints() -> list[Path]:
+    """Every checkpoint under fixtures/ (a .gguf file or a directory holding .safetensors) and the samples."""
+    found = set(ROOT.rglob("*.gguf")) | {p.parent for p in ROOT.rglob("*.safetensors")}
+    return sorted(found)
+
+
+@pytest.mark.parametrize("path", _fixture_checkpoints(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_no_verdict_line_claims_a_tensor_it_did_not_check(path, capsys):
+    """CKPT-5.1 over every fixture: the verdict line's "C of N tensors checked" is the summary's count, each
+    tensor not checked is named with a reason, and --deep checks at least what the plain run checked."""
+    from qformats.errors import QFormatsError
+    from qformats.report import to_text
+
+    try:
+        plain, deep = validate(str(path), jobs=1), validate(str(path), deep=True, jobs=1)
+    except QFormatsError as err:           # could not run (QF-5.1): no verdict, nothing claimed
+        assert err.code in ("checkpoint.empty", "checkpoint.format.unsupported", "ckpt.no_model")
+        return
+    for report in (plain, deep):
+        s = report.summary
+        assert s["tensors_checked"] + len(s["not_checked"]) == s["tensors"]
+        assert all(entry["reason"] for entry in s["not_checked"])
+        said = "unreadable: 0 tensors checked" if s["container"] == "unreadable" else \
+            f"{s['tensors_checked']} of {s['tensors']} tensor"
+        assert said in to_text(report).splitlines()[0]
+    assert deep.summary["tensors_checked"] >= plain.summary["tensors_checked"]
+    assert {e["tensor"] for e in deep.summary["not_checked"]} <= {e["tensor"] for e in plain.summary["not_checked"]}
+
+
+def test_a_projection_that_contradicts_the_config_is_invalid(tmp_path):
+    """CKPT-5.3: a quantized k_proj of a llama must have num_key_value_heads * head_dim outputs (2 * 32 = 64)."""
+    ckpt = _edited(tmp_path, lambda t: t, config={"num_key_value_heads": 4})
+    found = [(f.code, f.tensor, f.message) for f in validate(str(ckpt)).findings]
+    assert found == [("ckpt.tensor.config_shape", f"model.layers.{i}.self_attn.{m}_proj",
+                      f"'model.layers.{i}.self_attn.{m}_proj' is a 128 -> 64 projection (in -> out), but config.json "
+                      "makes it 128 -> 128; transformers refuses to load it (size mismatch)")
+                     for i in (0, 1) for m in ("k", "v")]
+
+
+def test_projections_of_other_architectures_are_not_judged(tmp_path):
+    """CKPT-5.3: "Other architectures ... are not judged" (a model_type outside the llama-shaped list)."""
+    ckpt = _edited(tmp_path, lambda t: t, config={"num_key_value_heads": 4, "model_type": "deepseek_v3"})
+    assert validate(str(ckpt)).findings == []

@@ -67,7 +67,8 @@ COULD_NOT_RUN_CODES = frozenset({"ckpt.path.missing", "ckpt.path.unreadable", "c
                                  "ckpt.no_model"})
 WARNING_CODES = st.WARNING_CODES | frozenset({
     "ckpt.pickle.skipped", "ckpt.index.tensor_unlisted", "ckpt.index.shard_unlisted",
-    "ckpt.index.total_size", "ckpt.config.none", "ckpt.config.conflict"})
+    "ckpt.index.total_size", "ckpt.config.none", "ckpt.config.conflict",
+    "ckpt.layer.extra", "ckpt.block.absent"})         # CKPT-5.4/5.5, found by qformats.completeness
 
 Kind = Literal["safetensors", "sharded", "gguf"]
 

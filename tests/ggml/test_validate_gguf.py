@@ -168,11 +168,25 @@ def test_inspect_lists_every_tensor_with_its_statistics_and_no_warnings(mixed, c
     out = capsys.readouterr()
     lines = out.out.splitlines()
     assert out.err == ""
-    assert "non-finite" in lines[0]
+    assert "non-finite" in lines[1]
     for name, type_name in MIXED.items():
         row = next(line for line in lines if line.startswith(name + " "))
         assert f" {type_name.lower()} " in row and row.split()[-1] == "0"
     assert lines[-1].startswith(f"{len(MIXED)} rows, {len(MIXED)} of {len(MIXED)} tensors checked; verdict valid")
+
+
+def test_inspect_header_counts_what_gguf_py_reads(mixed, capsys):
+    """GGML-7.1: the header's tensors, parameters and bits per weight are those of gguf-py's GGUFReader."""
+    from gguf import GGUFReader
+
+    from qformats.cli import main
+
+    tensors = GGUFReader(str(mixed)).tensors
+    elements, data_bytes = sum(int(t.n_elements) for t in tensors), sum(int(t.n_bytes) for t in tensors)
+    assert main(["inspect", str(mixed)]) == 0
+    assert capsys.readouterr().out.splitlines()[0] == (
+        f"architecture llama, file type not given, {len(tensors)} tensors, {elements:,} parameters, "
+        f"{data_bytes * 8 / elements:.4g} bits/weight")
 
 
 def _every_type_file(path) -> dict[str, str]:

@@ -52,7 +52,20 @@ def _schemes(ckpt: Any, config: CTConfig, names: list[str]) -> tuple[dict[str, M
     used = {plain[h] for h in hits if h is not None}
     findings = [finding("ctensors.config.ignore_unmatched", "warning", f"ignore entry {entry!r} names no module "
                         "of this checkpoint", tensor=entry) for entry in plain if entry not in used]
-    return schemes, findings
+    return schemes, findings + _unmatched_targets(config, present)
+
+
+def _unmatched_targets(config: CTConfig, present: list[str]) -> list[Finding]:
+    """CT-5.2: a group's name or ``re:`` target matching no module present (class targets match by class)."""
+    findings = []
+    for group, scheme in config.config_groups.items():
+        for target in scheme.targets:
+            if (target.startswith("re:") or "." in target) and \
+                    not any(h is not None for h in target_matches([target], present, classes_match=False)):
+                findings.append(finding("ctensors.config.target_unmatched", "warning",
+                                        f"config group {group!r} target {target!r} matches no module of this "
+                                        "checkpoint; readers leave it unused", tensor=target))
+    return findings
 
 
 DENSE_SINCE = (0, 18)       # compressed-tensors 0.18.0 made pack_to_int32 dense; 0.17.1 and earlier packed per word

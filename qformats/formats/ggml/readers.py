@@ -102,16 +102,21 @@ def _transformers() -> Decode:
 
 
 class Reader:
-    def __init__(self, name: str, description: str, load: Callable[[], Decode]):
-        self.name, self.description, self.load = name, description, load
+    """``enable``: the command that makes the reader judgeable here (``conformance checkpoint`` prints it
+    when the reader is not judged); None for a reader that is never judged on its own."""
+
+    def __init__(self, name: str, description: str, load: Callable[[], Decode], enable: str | None = None):
+        self.name, self.description, self.load, self.enable = name, description, load, enable
 
 
 READERS = MappingProxyType({r.name: r for r in (
     Reader("ggml_oracle", "ggml's dequantize_row_* in the library QFORMATS_GGML_LIB names (make ggml-oracle: 0.10.1)",
-           lambda: _ggml_library("QFORMATS_GGML_LIB", "")),
+           lambda: _ggml_library("QFORMATS_GGML_LIB", ""),
+           "make ggml-oracle, then QFORMATS_GGML_LIB=.venv/ggml/libggml-base.so (in a qformats checkout)"),
     Reader("llama_cpp", "llama.cpp's own ggml (libggml-base.so of the build QFORMATS_LLAMA_CPP names; "
-           "make llama-cpp: 0.25.3)", lambda: _ggml_library("QFORMATS_LLAMA_CPP", "bin/libggml-base.so")),
-    Reader("gguf_py", "gguf-py's gguf.quants.dequantize (numpy)", _gguf_py),
+           "make llama-cpp: 0.25.3)", lambda: _ggml_library("QFORMATS_LLAMA_CPP", "bin/libggml-base.so"),
+           "make llama-cpp, then QFORMATS_LLAMA_CPP=.venv/llama.cpp/build (in a qformats checkout)"),
+    Reader("gguf_py", "gguf-py's gguf.quants.dequantize (numpy)", _gguf_py, "pip install gguf"),
     Reader("transformers", "transformers' GGUF loader (load_gguf_checkpoint)", _transformers),
 )})
 
