@@ -23,7 +23,7 @@ from typing import Any
 from qformats.containers.checkpoint import open_checkpoint
 from qformats.formats import registry
 from qformats.validate import group_layers, validate
-from qformats.report import not_checked
+from qformats.report import not_checked, scope
 
 __all__ = ["check_checkpoint", "to_text", "STATUSES"]
 
@@ -134,6 +134,8 @@ def check_checkpoint(path: str) -> dict[str, Any]:
     table = {"path": str(path), "verdict": report.verdict, "format": report.format,
              "errors": report.summary["errors"], "warnings": report.summary["warnings"],
              "modules_not_checked": report.summary.get("modules_not_checked", 0),
+             "tensors": report.summary["tensors"], "tensors_checked": report.summary["tensors_checked"],
+             "scope": scope(report.summary, names="validate -v names them"),
              "finding_codes": sorted({f.code for f in report.findings}),
              "unit": unit, "writer": claim, "verdicts": verdicts,
              "readers": verdicts[0]["readers"] if len(verdicts) == 1 else {}, "layers": rows}
@@ -215,7 +217,7 @@ def _headline(table: dict[str, Any]) -> list[str]:
     """The verdict line; where no reader was judged it says so ("VALID; no reader judged"), why, and the
     command that enables each reader (the exit status stays the validity verdict's: GGML-5.5)."""
     none = "; no reader judged" if table.get("no_reader_judged") else ""
-    lines = [f"{table['path']}: {table['verdict'].upper()}{none} ({table['format']}, "
+    lines = [f"{table['path']}: {table['verdict'].upper()}{none} ({table['format']}, {table['scope']}, "
              f"{_plural(table['errors'], 'error')}, {_plural(table['warnings'], 'warning')}{not_checked(table)}; "
              "qformats validate for the findings)"]
     if none:

@@ -41,6 +41,7 @@ CHAPTER_OF_PREFIX = {
     "AWQ": "awq.md",
     "CT": "compressed_tensors.md",
     "KC": "kernels.md",
+    "FE": "float_elements.md",
 }
 CLAUSE_ID = rf"(?:{'|'.join(CHAPTER_OF_PREFIX)})-\d+(?:\.\d+)?"
 DEFINITION = re.compile(rf"^(?:#{{1,6}}\s+|\s*(?:[-*]\s+)?\*\*)({CLAUSE_ID})\b", re.MULTILINE)

@@ -106,7 +106,7 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
     for line in render(table, args.width):
         print(line)
     s = report.summary                # validate's words for what was checked (CKPT-5.1); inspect has no -v
-    checked = scope(s).replace("-v names them", "validate -v names them") + not_checked(s)
+    checked = scope(s, names="validate -v names them") + not_checked(s)
     print(f"{plural(len(table), 'row')}, {checked}; verdict {report.verdict} ({plural(s['errors'], 'error')}, "
           f"{plural(s['warnings'], 'warning')}: qformats validate for details)")
     return report.exit_code()

@@ -38,9 +38,10 @@ def _headline(report: Report) -> str:
             f"{plural(s['errors'], 'error')}, {plural(s['warnings'], 'warning')}{not_checked(s)})")
 
 
-def scope(summary: dict) -> str:
+def scope(summary: dict, *, names: str = "-v names them") -> str:
     """What was checked, the same words for every format (CKPT-5.1, GGML-3.5): ``14 layers, 56 of 62 tensors
-    checked (not checked: 6 float; -v names them)``; GGUF files count tensors only (each is a layer)."""
+    checked (not checked: 6 float; -v names them)``; GGUF files count tensors only (each is a layer). ``names``:
+    how the command at hand lists them (``validate -v names them`` from inspect and conformance)."""
     if summary.get("container") == "unreadable":
         return "unreadable: 0 tensors checked"
     gguf = summary.get("container") == "gguf"
@@ -50,7 +51,7 @@ def scope(summary: dict) -> str:
     text = f"{layers}{summary['tensors_checked']} of {plural(summary['tensors'], 'tensor')} checked"
     missed = [f"{v['total'] - v['checked']} {kind}" for kind, v in summary.get("tensors_by_kind", {}).items()
               if v["total"] > v["checked"]]
-    return text + (f" (not checked: {', '.join(missed)}; -v names them)" if missed else "")
+    return text + (f" (not checked: {', '.join(missed)}; {names})" if missed else "")
 
 
 def _not_checked_lines(report: Report, verbose: bool) -> list[str]:

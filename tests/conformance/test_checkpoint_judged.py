@@ -31,7 +31,7 @@ def test_plain_install_headline_says_no_reader_judged_why_and_how(plain_install,
     assert main(["conformance", "checkpoint", GGUF]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[:5] == [
-        f"{GGUF}: VALID; no reader judged (f32+q4_k+q5_0+q6_k+q8_0, 0 errors, 0 warnings; "
+        f"{GGUF}: VALID; no reader judged (f32+q4_k+q5_0+q6_k+q8_0, 9 of 9 tensors checked, 0 errors, 0 warnings; "
         "qformats validate for the findings)",
         "no reader could be judged (no reader is installed or configured here): the verdict is the validator's alone",
         "  to judge ggml_oracle  make ggml-oracle, then QFORMATS_GGML_LIB=.venv/ggml/libggml-base.so "
@@ -62,7 +62,7 @@ def test_one_reader_judged_keeps_the_plain_headline_and_names_the_missing_ones(m
     monkeypatch.delenv("QFORMATS_LLAMA_CPP", raising=False)
     assert main(["conformance", "checkpoint", GGUF]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0] == (f"{GGUF}: VALID (f32+q4_k+q5_0+q6_k+q8_0, 0 errors, 0 warnings; "
+    assert lines[0] == (f"{GGUF}: VALID (f32+q4_k+q5_0+q6_k+q8_0, 9 of 9 tensors checked, 0 errors, 0 warnings; "
                         "qformats validate for the findings)")
     assert "  gguf_py       correct in all 8 tensors" in lines
     assert ("  ggml_oracle   not judged (set QFORMATS_GGML_LIB to judge it); to judge it: make ggml-oracle, then "
@@ -73,6 +73,6 @@ def test_a_format_without_emulated_readers_says_no_reader_judged(capsys):
     """GGML-5.5 (and SpQR, which has no emulated reader): the headline says none was judged and why; exit 0."""
     assert main(["conformance", "checkpoint", SPQR]) == 0
     assert capsys.readouterr().out.splitlines() == [
-        f"{SPQR}: VALID; no reader judged (spqr, 0 errors, 0 warnings; qformats validate for the findings)",
+        f"{SPQR}: VALID; no reader judged (spqr, 2 layers, 8 of 8 tensors checked, 0 errors, 0 warnings; qformats validate for the findings)",
         "no reader could be judged (qformats emulates no real reader of spqr checkpoints): the verdict is the "
         "validator's alone"]

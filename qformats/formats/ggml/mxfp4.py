@@ -4,13 +4,15 @@ ggml stores E2M1 values doubled (``kvalues_mxfp4``, integers) and halves the exp
 (``ggml_e8m0_to_fp32_half``), so a weight is ``kvalues_mxfp4[c] * 2^(e - 128)``: one float32
 product, exact unless it overflows to inf (``e >= 253``). The E8M0 value 0xFF is NaN in the OCP MX spec and the
 one pattern ``ggml_validate_row_data`` refuses; ggml's decoder still reads it as 2^127 (MX-1.3).
-Decode and the reference encoder ``quantize_row_mxfp4_ref`` are bit- and byte-identical to ggml 0.10.1.
+Decode and the reference encoder ``quantize_row_mxfp4_ref`` are bit- and byte-identical to ggml 0.10.1. The E2M1
+and E8M0 values come from the shared element tables (``qformats.elements``, spec/float_elements.md FE-5, FE-6).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from ...elements import E2M1, E8M0, decode as decode_element, table as element_table
 from .base import F32, BlockType
 
 __all__ = ["TYPES", "KVALUES_MXFP4", "E8M0_HALF", "e8m0", "unpack_codes", "mxfp4_exponent"]
@@ -18,20 +20,19 @@ __all__ = ["TYPES", "KVALUES_MXFP4", "E8M0_HALF", "e8m0", "unpack_codes", "mxfp4
 QK = 32                     # block: e (1 byte) | qs[16]: 1 + QK_MXFP4 / 2 = 17 bytes
 _CHUNK = 16384              # blocks per encoder pass
 
-# ggml-common.h `kvalues_mxfp4` (ggml 0.10.1): E2M1 code -> 2 * value. Code bit 3 is the sign; 0b1000 is -0,
-# stored as the integer 0, so it decodes to +0.0.
-KVALUES_MXFP4 = np.array([0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12], np.int8)
+# ggml-common.h `kvalues_mxfp4` (ggml 0.10.1): E2M1 code -> 2 * value (FE-6.4), as int8. Code bit 3 is the sign;
+# 0b1000 is E2M1's -0, which becomes the integer 0, so ggml decodes it to +0.0.
+KVALUES_MXFP4 = (element_table(E2M1) * 2).astype(np.int8)
 _KF = KVALUES_MXFP4.astype(F32)
 
 # ggml-impl.h `ggml_e8m0_to_fp32_half(e)`: bits 0x00200000 << e for e < 2 (2^-128, 2^-127: subnormal),
-# (e - 1) << 23 otherwise: 2^(e - 128) for every byte, 0xFF included (2^127, no NaN).
-E8M0_HALF = np.ldexp(1.0, np.arange(256) - 128).astype(F32)
+# (e - 1) << 23 otherwise: 2^(e - 128), half the E8M0 value (FE-5.3), exact; 0xFF, NaN in E8M0, reads as 2^127.
+E8M0_HALF = np.where(np.arange(256) == 0xFF, F32(2.0 ** 127), element_table(E8M0) * F32(0.5)).astype(F32)
 
 
 def e8m0(e: np.ndarray) -> np.ndarray:
-    """The OCP E8M0 value 2^(e - 127) as float32, NaN for e == 0xFF (MX-1.4); e == 0 is 2^-127, finite."""
-    v = np.ldexp(1.0, np.minimum(e, 0xFE).astype(np.int32) - 127).astype(F32)
-    return np.where(e == 0xFF, F32(np.nan), v)
+    """The OCP E8M0 value 2^(e - 127) as float32 (FE-5.3), NaN for e == 0xFF (MX-1.4); e == 0 is 2^-127, finite."""
+    return decode_element(e, E8M0)
 
 
 # qs[16] (MX-1.1): qs[j] = code(j) | code(j + 16) << 4 — low nibbles are elements 0..15, high 16..31:

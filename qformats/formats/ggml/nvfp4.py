@@ -6,7 +6,8 @@ product, always exact and finite. ``D`` ignores bit 7 of the scale byte and maps
 0xFF reads as 240 while 0x7F reads as 0 (MX-2.2). ``ggml_validate_row_data`` accepts every byte (MX-2.4).
 Facts are from ggml 0.25.3 ``src/ggml-common.h`` (``block_nvfp4``, ``kvalues_fp4``), ``src/ggml-impl.h``
 (``ggml_ue4m3_to_fp32``, ``ggml_fp32_to_ue4m3``) and ``src/ggml-quants.c`` (``dequantize_row_nvfp4``,
-``quantize_row_nvfp4_ref``, ``best_index_mxfp4``); ggml 0.10.1 has the same text. The code is qformats' own.
+``quantize_row_nvfp4_ref``, ``best_index_mxfp4``); ggml 0.10.1 has the same text. The code is qformats' own; the
+UE4M3 values come from the shared element table (``qformats.elements``, spec/float_elements.md FE-7).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...containers.ggml_types import GGML_TYPES
+from ...elements import UE4M3, decode as decode_element
 from .base import F32, BlockType
 from .mxfp4 import KVALUES_MXFP4, _best_index as best_index_fp4
 
@@ -29,13 +31,12 @@ _KF = KVALUES_MXFP4.astype(F32)
 
 
 def _ue4m3_half_table() -> np.ndarray:
-    """``ggml_ue4m3_to_fp32(x)`` for every byte (MX-2.2): 0 for x = 0x00 and 0x7F; exponent = bits 6:3,
-    mantissa = bits 2:0, bit 7 ignored; ``man * 2^-9`` (exponent 0) or ``(1 + man/8) * 2^(exp - 7)``, times 0.5."""
-    x = np.arange(256)
-    exp, man = (x >> 3) & 0xF, x & 7
-    raw = np.where(exp == 0, np.ldexp(man.astype(np.float64), -9), np.ldexp(1.0 + man / 8.0, exp - 7))
-    half = (raw * 0.5).astype(F32)                          # every value exact in float32
-    half[(x == 0) | (x == 0x7F)] = 0.0
+    """``ggml_ue4m3_to_fp32(x)`` for every byte (MX-2.2): half the UE4M3 value (FE-7.3) of x with bit 7 ignored,
+    exact in float32, except for E4M3's NaN pattern (FE-7.2): ggml tests ``x == 0x7F`` before dropping bit 7, so
+    0x7F reads as 0 while 0xFF reads as exponent 15, mantissa 7 by the plain field formula (FE-1.2): 480 / 2."""
+    half = decode_element(np.arange(256) & 0x7F, UE4M3) * F32(0.5)
+    half[0x7F] = 0.0
+    half[0xFF] = np.ldexp(1 + 7 / 8, 15 - 7) * 0.5
     return half
 
 
