@@ -338,3 +338,26 @@ def test_projections_of_other_architectures_are_not_judged(tmp_path):
     """CKPT-5.3: "Other architectures ... are not judged" (a model_type outside the llama-shaped list)."""
     ckpt = _edited(tmp_path, lambda t: t, config={"num_key_value_heads": 4, "model_type": "deepseek_v3"})
     assert validate(str(ckpt)).findings == []
+
+
+@pytest.mark.parametrize("path", _fixture_checkpoints(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_inspect_json_and_conformance_checkpoint_count_what_validate_counts(path, capsys):
+    """CKPT-5.1: inspect --json carries validate's summary, and conformance checkpoint's verdict line says the
+    same "C of N tensors checked" as validate's (one accounting, every command)."""
+    from conformance.checkpoint import check_checkpoint
+    from qformats.errors import QFormatsError
+    from qformats.report import scope
+
+    try:
+        report = validate(str(path), jobs=1)
+    except QFormatsError:
+        return
+    code = main(["inspect", "--json", str(path)])        # inspect decodes every layer: validate --deep's count
+    doc = json.loads(capsys.readouterr().out)
+    deep = validate(str(path), deep=True, jobs=1)
+    assert code == deep.exit_code()
+    assert {k: doc["summary"][k] for k in ("tensors", "tensors_checked", "not_checked")} == \
+        {k: deep.summary[k] for k in ("tensors", "tensors_checked", "not_checked")}
+    table = check_checkpoint(str(path))
+    assert (table["tensors"], table["tensors_checked"]) == (report.summary["tensors"], report.summary["tensors_checked"])
+    assert table["scope"] == scope(report.summary, names="validate -v names them")
