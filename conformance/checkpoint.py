@@ -217,7 +217,8 @@ def _headline(table: dict[str, Any]) -> list[str]:
     """The verdict line; where no reader was judged it says so ("VALID; no reader judged"), why, and the
     command that enables each reader (the exit status stays the validity verdict's: GGML-5.5)."""
     none = "; no reader judged" if table.get("no_reader_judged") else ""
-    lines = [f"{table['path']}: {table['verdict'].upper()}{none} ({table['format']}, {table['scope']}, "
+    scope = f"{table['scope']}, " if table.get("scope") else ""       # CKPT-5.1: what validate checked
+    lines = [f"{table['path']}: {table['verdict'].upper()}{none} ({table['format']}, {scope}"
              f"{_plural(table['errors'], 'error')}, {_plural(table['warnings'], 'warning')}{not_checked(table)}; "
              "qformats validate for the findings)"]
     if none:

@@ -361,3 +361,20 @@ def test_inspect_json_and_conformance_checkpoint_count_what_validate_counts(path
     table = check_checkpoint(str(path))
     assert (table["tensors"], table["tensors_checked"]) == (report.summary["tensors"], report.summary["tensors_checked"])
     assert table["scope"] == scope(report.summary, names="validate -v names them")
+
+
+# -- GPTQ-6.6: dynamic rules that decide nothing ------------------------------------------------------------------
+
+def test_a_dynamic_rule_deciding_no_module_is_a_warning(tmp_path):
+    """GPTQ-6.6: "A rule that decides no module of the checkpoint ... does nothing in any reader" (warning);
+    a "-:" rule naming an unquantized module and a rule deciding some modules are in use."""
+    rules = {"-:model\\.embed_tokens": {}, "+:.*\\.mlp\\.up_proj": {"bits": 4, "group_size": 32},
+             "+:.*\\.mlp\\.(up|down)_proj": {"bits": 4, "group_size": 32}, "+:.*experts": {"bits": 4}}
+    whole = json.loads((REAL / "config.json").read_text())
+    ckpt = _edited(tmp_path, lambda t: t, config={"quantization_config": {**whole["quantization_config"],
+                                                                          "dynamic": rules}})
+    (ckpt / "quantize_config.json").unlink()
+    found = [(f.code, f.severity, f.message) for f in validate(str(ckpt)).findings]
+    assert found == [("gptq.config.dynamic_unused", "warning", "dynamic rule '+:.*experts' decides no module of this "
+                      "checkpoint (it matches none, or an earlier rule decides each it matches); readers never "
+                      "apply it")]

@@ -103,12 +103,13 @@ def test_gguf_style_rows_use_tensors_and_every_status():
                 "a": {"status": "correct"}, "b": {"status": "correct"}, "c": {"status": "correct"},
                 "d": {"status": "correct"}, "e": {"status": "not judged", "detail": "not installed"}}}]
     verdicts = _verdicts(rows, {name: name for name in "abcde"}, None)
-    table = {"path": "m.gguf", "verdict": "valid", "format": "q4_k", "errors": 0, "warnings": 1, "unit": "tensor",
+    table = {"path": "m.gguf", "verdict": "valid", "format": "q4_k", "scope": "2 of 2 tensors checked", "errors": 0,
+             "warnings": 1, "unit": "tensor",
              "writer": None, "verdicts": verdicts, "readers": verdicts[0]["readers"], "layers": rows}
     assert {k: v["verdict"] for k, v in table["readers"].items()} == {
         "a": "correct", "b": "wrong", "c": "cannot read", "d": "unknowable", "e": "not judged"}
     text = to_text(table)
-    assert "(q4_k, 0 errors, 1 warning;" in text and "judged against the reference decode" in text
+    assert "(q4_k, 2 of 2 tensors checked, 0 errors, 1 warning;" in text and "judged against the reference decode" in text
     assert "real readers on 2 tensors:" in text and "GPTQ" not in text
     assert "  a  correct in all 2 tensors" in text
     assert "  b  wrong in 3 weights of 1 tensor (worst 3 in blk.0.attn_q.weight); correct in 1 tensor" in text

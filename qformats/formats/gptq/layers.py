@@ -10,6 +10,7 @@ from ... import bits as bitpack
 from ...errors import QFormatsError, fail
 from ...findings import Finding, finding, from_error
 from ...layers import LayerGroup, Progress, load_layer, tick
+from . import dynamic
 from .audit import layer_findings
 from .checks import check_g_idx, check_qzeros, checked_tensors
 from .codec import _decode, dequantize
@@ -57,7 +58,22 @@ def _config(ckpt: Any) -> tuple[Any, list[Finding]]:
         config, findings = parse_config(ckpt.config, source=ckpt.configs[0].file)
     except QFormatsError as err:  # other layouts were refused before any layer was read
         return None, [from_error(err.with_file(ckpt.configs[0].file))]
-    return config, findings
+    return config, findings + _unused_rules(config, ckpt.tensor_names())
+
+
+def _unused_rules(config: Any, names: list[str]) -> list[Finding]:
+    """GPTQ-6.6: a ``dynamic`` rule that is the first match of no module name of the checkpoint does nothing."""
+    keys = list(config.dynamic or {})
+    if not keys:
+        return []
+    modules = sorted({name.rpartition(".")[0] for name in names})
+    try:
+        deciding = {i for i in dynamic.first_matches(keys, modules) if i is not None}
+    except QFormatsError:         # unsafe or invalid rules: modules_params reports it (GPTQ-6.6)
+        return []
+    return [finding("gptq.config.dynamic_unused", "warning", f"dynamic rule {key!r} decides no module of this "
+                    "checkpoint (it matches none, or an earlier rule decides each it matches); readers never apply it",
+                    tensor="dynamic", count=None) for i, key in enumerate(keys) if i not in deciding]
 
 
 def _params(config: Any, params: ModuleParams | None, name: str,
