@@ -36,15 +36,20 @@ from .containers.checkpoint import CONFIG_FILES, Checkpoint, path_error
 from .errors import QFormatsError, fail
 from .formats import awq, ctensors, gptq
 from .formats.awq import layout as awq_layout
+from .formats.awq.layers import _gptq_shaped as awq_gptq_shaped
 from .formats.ctensors import layers as ct_layers
 from .formats.ctensors import layout as ct_layout
 from .formats.gptq.checks import checked_tensors as gptq_checked
-from .formats.gptq.layers import refuse_mislabelled, require_config
-from .formats.gptq.layout import modules_params
+from .formats.gptq.evidence import label_evidence
+from .formats.gptq.layers import require_config
+from .formats.gptq.layout import GPTQConfig, ModuleParams, modules_params
+from .formats.gptq.writers import named_writer
 from .layers import LayerGroup, load_layer
+from .report import plural
 from .validate import group_layers
 
-__all__ = ["TARGETS", "SOURCE_LABELS", "ST_DTYPES", "source_format", "convert_across", "write_safetensors"]
+__all__ = ["TARGETS", "SOURCE_LABELS", "ST_DTYPES", "source_format", "convert_across", "write_safetensors",
+           "refuse_contradicted"]
 
 # --to value -> the format package that writes it
 TARGETS = {"gptq_v2": "gptq", "gptq": "gptq", "awq_gemm": "awq", "compressed_tensors": "ctensors"}
@@ -83,13 +88,19 @@ def source_format(ckpt: Checkpoint) -> str | None:
 
 
 def convert_across(ckpt: Checkpoint, dst: Path, *, to: str, source: str | None,
-                   source_version: str | None = None, reader: str | None = None) -> dict[str, Any]:
-    """Convert the open checkpoint ``ckpt`` (format ``source``) to ``to`` into ``dst`` (see the module doc)."""
+                   source_version: str | None = None, reader: str | None = None,
+                   round_scales: bool = False) -> dict[str, Any]:
+    """Convert the open checkpoint ``ckpt`` (format ``source``) to ``to`` into ``dst`` (see the module doc).
+    ``round_scales``: compressed-tensors scales float16 cannot hold are rounded to float16 (CT-4.6); the answer
+    then says how many scales were rounded and how many weights changed, by at most how much."""
     target = TARGETS[to]
     if source not in SOURCE_LABELS:
         raise fail("argument.invalid", "path", "a GPTQ, AWQ GEMM or compressed-tensors pack-quantized checkpoint",
                    f"{source} layers" if source else "no quantized modules")
     _refuse_options(source, to, source_version, reader)
+    if round_scales and (source != "ctensors" or source == target):
+        raise fail("argument.invalid", "round_scales", "given only to convert a compressed-tensors checkpoint to "
+                   "GPTQ or AWQ GEMM, whose scales are float16 (CT-4.6)", f"{SOURCE_LABELS[source]} to {to}")
     if source == target and source != "ctensors":
         raise fail("argument.invalid", "to", f"a format other than the checkpoint's ({TARGET_OF_FORMAT[source]})", to)
     if Path(ckpt.path).is_file() and ckpt.kind != "sharded":
@@ -98,7 +109,9 @@ def convert_across(ckpt: Checkpoint, dst: Path, *, to: str, source: str | None,
     if source == target:
         return _staged(dst, lambda stage: _ct_repack(ckpt, stage))
     groups = [g for g in group_layers(ckpt.tensor_names(), ckpt.config)[0] if g.format == source]
-    read = _reader(ckpt, source, groups, source_version)
+    rounded: dict[str, tuple[int, int, float]] = {}
+    against: set[str] = set()       # modules read as --source-version says, against their zeros' evidence
+    read = _reader(ckpt, source, groups, source_version, rounded if round_scales else None, against)
     summaries = []
     for group in groups:    # pass 1: every refusal before anything is written, one module in memory at a time
         module = read(group)
@@ -109,9 +122,21 @@ def convert_across(ckpt: Checkpoint, dst: Path, *, to: str, source: str | None,
     def write(stage: Path) -> dict[str, Any]:
         placed = _write_shards(ckpt, stage, groups, read, to, scheme)   # pass 2: read and converted again
         _write_side_files(ckpt, stage, placed, _target_config(to, scheme, excluded, {g.name for g in groups}))
-        return {"layers": len(groups), "from": source}
+        done: dict[str, Any] = {"layers": len(groups), "from": source}
+        if against:
+            done["against_evidence"] = sorted(against)
+        if round_scales:
+            done["rounded_scales"] = _rounding_report(rounded)
+        return done
 
     return _staged(dst, write)
+
+
+def _rounding_report(rounded: dict[str, tuple[int, int, float]]) -> dict[str, Any]:
+    """CT-4.6: scales rounded, weights whose exact value changed, the largest absolute change (0.0 if none)."""
+    return {"scales": sum(r[0] for r in rounded.values()), "weights_changed": sum(r[1] for r in rounded.values()),
+            "max_abs_change": max((r[2] for r in rounded.values()), default=0.0),
+            "modules": sorted(name for name, r in rounded.items() if r[0])}
 
 
 def _staged(dst: Path, write) -> dict[str, Any]:
@@ -162,12 +187,21 @@ def _per_word_modules(ckpt: Checkpoint) -> dict[str, tuple[LayerGroup, int]]:
     except QFormatsError as err:
         raise _config_error(ckpt, err) from None
     written = ct_layers.written_layout(config)
-    word = {}
+    word, doubt = {}, []
     for group in groups:
         scheme = schemes[group.name]
-        if not isinstance(scheme, str) and ct_layers.bytes_layout(
-                group.name, load_layer(ckpt, group), scheme.num_bits, written)[0] == "word":
+        if isinstance(scheme, str):
+            continue
+        layout, findings = ct_layers.bytes_layout(group.name, load_layer(ckpt, group), scheme.num_bits, written)
+        if layout == "word":
             word[group.name] = (group, scheme.num_bits)
+        doubt += [f for f in findings if f.code == "ctensors.layout.ambiguous"]
+    if word and doubt:      # CT-4.7: the written version would settle, unseen, what the bytes leave open
+        raise fail("ctensors.layout.ambiguous", doubt[0].tensor, "in one layout: a module whose widths fit both is "
+                   "copied as it is under a config whose version then says dense (CT-4.7); set the version that "
+                   "wrote the checkpoint in config.json's quantization_config first (CT-2.6)",
+                   f"{plural(len(doubt), 'module')} fitting both layouts beside {plural(len(word), 'module')} in "
+                   "the per-word one", file=ckpt.file_of(doubt[0].tensor))
     return word
 
 
@@ -184,14 +218,16 @@ def _refuse_options(source: str, to: str, source_version: str | None, reader: st
 
 # -- reading: source module -> GPTQ v2 layer -----------------------------------------------------------------
 
-def _reader(ckpt: Checkpoint, source: str, groups: list[LayerGroup], source_version: str | None):
-    """The function reading one module of ``source`` into a :class:`Module`; errors name module and file."""
+def _reader(ckpt: Checkpoint, source: str, groups: list[LayerGroup], source_version: str | None,
+            rounded: dict[str, tuple[int, int, float]] | None = None, against: set[str] | None = None):
+    """The function reading one module of ``source`` into a :class:`Module`; errors name module and file.
+    ``rounded`` (compressed-tensors only): where scales may be rounded to float16, and their report (CT-4.6)."""
     if source == "gptq":
-        read = _gptq_reader(ckpt, groups, source_version)
+        read = _gptq_reader(ckpt, groups, source_version, set() if against is None else against)
     elif source == "awq":
         read = _awq_reader(ckpt)
     else:
-        read = _ct_reader(ckpt, groups)
+        read = _ct_reader(ckpt, groups, rounded)
 
     def named(group: LayerGroup) -> Module:
         file = ckpt.file_of(group.tensors[CODES[source]])
@@ -218,7 +254,7 @@ def _config_error(ckpt: Checkpoint, err: QFormatsError) -> QFormatsError:
     return err.with_file(ckpt.configs[0].file) if ckpt.configs else err
 
 
-def _gptq_reader(ckpt: Checkpoint, groups: list[LayerGroup], source_version: str | None):
+def _gptq_reader(ckpt: Checkpoint, groups: list[LayerGroup], source_version: str | None, against: set[str]):
     from .tools import VERSIONS
 
     try:
@@ -235,14 +271,36 @@ def _gptq_reader(ckpt: Checkpoint, groups: list[LayerGroup], source_version: str
             raise fail("gptq.config.tensor_mismatch", "qweight", f"absent: dynamic rule {p.excluded_by!r} leaves "
                        "this module unquantized (GPTQ-6.6)", "present")
         t = _without_bias(load_layer(ckpt, group))
-        dims, _ = gptq_checked(t, p.bits, p.group_size)        # names the tensor before anything reads it
-        if source_version is None:
-            refuse_mislabelled(group.name, t, p)
-        version = VERSIONS[source_version] if source_version else p.version
+        dims, checked = gptq_checked(t, p.bits, p.group_size)        # names the tensor before anything reads it
+        told = VERSIONS[source_version] if source_version else None
+        if refuse_contradicted(group.name, checked, p, config, told):
+            against.add(group.name)
+        version = told or p.version
         layer = gptq.convert(t, bits=p.bits, to="v2", group_size=p.group_size) if version == "v1" else t
         return layer, p.bits, dims.group_size, p.sym and _centred(layer, p.bits, dims.group_size)
 
     return read
+
+
+def refuse_contradicted(name: str, t: dict[str, np.ndarray], p: ModuleParams, config: GPTQConfig,
+                        told: str | None = None) -> bool:
+    """GPTQ-7.4: a layer whose zeros testify against its label (GPTQ-8.1 exact or GPTQ-8.2 statistical, the
+    evidence ``validate`` reports as ``gptq.label.mismatch``) is not converted until told which reading to trust:
+    converting fields the label misnames shifts every zero point by one, and the output's label then agrees with
+    its fields, so no validator could see the damage. ``t`` as ``checked_tensors`` returns it.
+
+    ``told``: the version ``--source-version`` names; then nothing is refused and the answer is whether the
+    evidence contradicts that reading (the caller says so: the output can no longer show it)."""
+    evidence = label_evidence(t["qzeros"], p.bits, qweight=t["qweight"], g_idx=t["g_idx"], sym=p.sym)
+    if told is not None or evidence.verdict not in ("v1", "v2") or evidence.verdict == p.version:
+        return told is not None and evidence.verdict in ("v1", "v2") and evidence.verdict != told
+    how = "exact" if evidence.method == "symmetric-exact" else "statistical"
+    raise fail("gptq.label.mismatch", f"{name}.qzeros",
+               f"{p.version} fields as the label says; convert follows the bytes or the label only when told which "
+               f"(GPTQ-7.4): pass --source-version {evidence.verdict} to read them as the zeros say, or "
+               f"--source-version {p.version} to read them as labelled",
+               f"{evidence.verdict} fields by {how} evidence ({evidence.detail}); the label's writer: "
+               f"{named_writer(config).detail}")
 
 
 def _awq_reader(ckpt: Checkpoint):
@@ -256,13 +314,19 @@ def _awq_reader(ckpt: Checkpoint):
         if hit is not None:
             raise fail("awq.config.tensor_mismatch", "qweight", f"absent: modules_to_not_convert entry {hit!r} "
                        "leaves this module unquantized (AWQ-5.2)", "present")
-        layer = awq.to_gptq(_without_bias(load_layer(ckpt, group)), group_size=config.group_size)
+        t = _without_bias(load_layer(ckpt, group))
+        if awq_gptq_shaped(t):        # AWQ-4.4: the bytes contradict version 'gemm'; no reading is AWQ GEMM's
+            raise fail("awq.label.mismatch", "qweight", f"packed along the output axis, as the config's version "
+                       f"{config.version!r} says (AWQ-2.3); convert reads AWQ GEMM bytes only and no option makes "
+                       "other bytes AWQ GEMM (AWQ-4.4)", f"{tuple(t['qweight'].shape)} with scales "
+                       f"{tuple(t['scales'].shape)}: packed along the input axis (GPTQ or AutoAWQ GEMV bytes)")
+        layer = awq.to_gptq(t, group_size=config.group_size)
         return layer, awq_layout.BITS, config.group_size, False     # AWQ GEMM always stores zero points
 
     return read
 
 
-def _ct_reader(ckpt: Checkpoint, groups: list[LayerGroup]):
+def _ct_reader(ckpt: Checkpoint, groups: list[LayerGroup], rounded: dict[str, tuple[int, int, float]] | None):
     try:
         config, _ = ct_layout.parse_config(ckpt.config if ckpt.config is not None else {})
         schemes = ct_layout.module_schemes(config, [g.name for g in groups])
@@ -275,14 +339,56 @@ def _ct_reader(ckpt: Checkpoint, groups: list[LayerGroup]):
             raise fail("ctensors.config.tensor_mismatch", "weight_packed", "in a module a pack-quantized config "
                        "group targets (CT-5.3)", scheme)
         t = _without_bias(load_layer(ckpt, group))
-        if ckpt.tensor_info(group.tensors["weight_scale"]).dtype == "BF16":     # widened exactly (CT-2.1)
+        scale = group.tensors.get("weight_scale")      # absent: to_gptq names it (tensor.missing)
+        if scale is not None and ckpt.tensor_info(scale).dtype == "BF16":     # widened exactly (CT-2.1)
             t["weight_scale"] = (np.asarray(t["weight_scale"]).view(np.uint16).astype(np.uint32) << 16).view(np.float32)
         layout, _ = ct_layers.bytes_layout(group.name, t, scheme.num_bits, ct_layers.written_layout(config))
-        layer = ctensors.to_gptq(t, num_bits=scheme.num_bits, layout=layout)
+        layer = _ct_to_gptq(group.name, t, scheme.num_bits, layout, rounded)
         gs = layer.group_size
         return layer, scheme.num_bits, gs, scheme.symmetric and _centred(layer, scheme.num_bits, gs)
 
     return read
+
+
+def _ct_to_gptq(name: str, t: dict[str, Any], bits: int, layout: str,
+                rounded: dict[str, tuple[int, int, float]] | None) -> Any:
+    """``ctensors.to_gptq``; scales float16 cannot hold exactly are refused, or rounded when ``rounded`` is
+    given (``--round-scales``, CT-4.6), which then records (scales rounded, weights changed, largest change)."""
+    try:
+        with np.errstate(over="ignore"):          # a scale past float16's range is refused, not warned about
+            layer = ctensors.to_gptq(t, num_bits=bits, layout=layout)
+    except QFormatsError as err:      # every other refusal of CT-4.1 comes first, as without the option
+        if err.code != "ctensors.convert.unrepresentable" or err.tensor != "weight_scale":
+            raise
+        if rounded is None:
+            raise fail(err.code, err.tensor, f"{err.constraint}; --round-scales rounds them to float16 and reports "
+                       "the weights that change (CT-4.6)", err.actual) from None
+        t = {**t, "weight_scale": _rounded_scales(t, bits, layout, name, rounded)}
+        layer = ctensors.to_gptq(t, num_bits=bits, layout=layout)
+    if rounded is not None:
+        rounded.setdefault(name, (0, 0, 0.0))
+    return layer
+
+
+def _rounded_scales(t: dict[str, Any], bits: int, layout: str, name: str,
+                    rounded: dict[str, tuple[int, int, float]]) -> np.ndarray:
+    """CT-4.6: the scales rounded to float16 (nearest, ties to even); a weight ``s * (q - zp)`` changes by exactly
+    ``|q - zp| * |s - fp16(s)|``, so it changes where its scale was rounded and ``q != zp``."""
+    s = np.asarray(t["weight_scale"])
+    with np.errstate(over="ignore"):
+        s16 = s.astype(np.float16)
+    if np.isinf(s16).any():
+        idx = [int(i) for i in np.argwhere(np.isinf(s16))[0]]
+        raise fail("ctensors.convert.unrepresentable", "weight_scale", "within float16's range (|s| <= 65504) to be "
+                   "rounded to float16 (CT-4.6)", f"{float(s[tuple(idx)])!r} at {idx}")
+    q, zp = ctensors.unpack(t, num_bits=bits, layout=layout)          # (N, K), (N, G) or None
+    n, g = s.shape
+    step = np.abs(s.astype(np.float64) - s16.astype(np.float64))       # exact: both are float32 numbers
+    off = q.reshape(n, g, -1).astype(np.int16) - (0 if zp is None else zp.astype(np.int16)[:, :, None])
+    moved = np.count_nonzero((off != 0) & (step > 0)[:, :, None])
+    largest = float((np.abs(off).max(axis=2) * step).max())            # exact in float64: |q - zp| <= 255
+    rounded[name] = (int(np.count_nonzero(step)), int(moved), largest)
+    return s16
 
 
 # -- the one scheme the target config states ----------------------------------------------------------------
@@ -445,12 +551,14 @@ def _write_side_files(ckpt: Checkpoint, stage: Path, placed: dict[str, str], qua
 def _write_index(source: Path, dst: Path, placed: dict[str, str], stage: Path) -> None:
     """The shard index with the new tensor names; metadata kept, total_size recomputed when present (CKPT-3)."""
     raw = json.loads(source.read_text())
-    metadata = dict(raw.get("metadata") or {})
-    if "total_size" in metadata:
+    metadata = raw.get("metadata")
+    if metadata is None:
+        metadata = {}
+    if isinstance(metadata, dict) and "total_size" in metadata:     # any other metadata is kept as it was
         from .containers.safetensors import read_header
 
-        metadata["total_size"] = sum(info.nbytes for f in sorted(set(placed.values()))
-                                     for info in read_header(str(stage / f)).tensors.values())
+        metadata = {**metadata, "total_size": sum(info.nbytes for f in sorted(set(placed.values()))
+                                                  for info in read_header(str(stage / f)).tensors.values())}
     dst.write_text(json.dumps({**raw, "metadata": metadata, "weight_map": dict(sorted(placed.items()))},
                               indent=2) + "\n")
 

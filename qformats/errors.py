@@ -80,6 +80,7 @@ CODES: dict[str, tuple[str, str]] = {
     "gptq.label.mismatch": ("GPTQ-8.3", "declared checkpoint_format contradicts the zeros"),
     "gptq.config.tensor_mismatch": ("GPTQ-6.7", "config (with dynamic overrides) contradicts the tensors"),
     "gptq.config.dynamic_unsafe": ("GPTQ-6.6", "dynamic patterns that Python's re cannot match in bounded time"),
+    "gptq.config.dynamic_unused": ("GPTQ-6.6", "a dynamic rule decides no module of the checkpoint (warning)"),
     # -- checkpoints as a whole (spec/README.md QF-5) -------------------------------------------
     "checkpoint.empty": ("QF-5.1", "no quantized layer found: nothing was checked"),
     "checkpoint.format.unsupported": ("QF-5.2", "a quantization format qformats does not cover (could not run)"),

@@ -90,7 +90,7 @@ def parse_config(raw: Mapping[str, Any], *, source: str | None = None) -> tuple[
     version = data.get("version", "gemm")
     if isinstance(version, str):
         data["version"] = version = version.lower()      # AutoAWQ lower-cases it (AwqConfig.from_dict)
-    if version in OTHER_VERSIONS:
+    if isinstance(version, str) and version in OTHER_VERSIONS:     # a list or object is the model's to refuse
         raise fail("awq.config.other_layout", "version", f"'gemm' (this is the {OTHER_VERSIONS[version]})", version)
     try:
         config = AWQConfig.model_validate(data)

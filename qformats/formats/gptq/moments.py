@@ -210,19 +210,23 @@ def _unpacked_cells(qweight: np.ndarray, g_idx: np.ndarray, bits: int, groups: i
                     sums_only: bool = False) -> tuple[np.ndarray, ...]:
     """General path: unpack column slices, sort rows by group, reduce each run of rows.
 
-    ``check_g_idx`` leaves no group empty, so every run is non-empty.
+    Only the non-empty runs are reduced: ``reduceat`` reads one row at an empty run's start (the next group's
+    first, or past the end after the last row). ``check_g_idx`` leaves no group empty, but the label evidence
+    (GPTQ-8.2) reads layers before it, where a g_idx may leave a group unused; such a cell has count 0 and
+    sums, minimum and maximum 0.
     """
     n = qweight.shape[1]
     order = np.argsort(g_idx, kind="stable")
     count = np.bincount(g_idx, minlength=groups)
-    starts = np.cumsum(count) - count
-    out = [np.empty((groups, n), np.int64) for _ in range(4)]
+    used = np.flatnonzero(count)
+    starts = (np.cumsum(count) - count)[used]
+    out = [np.zeros((groups, n), np.int64) for _ in range(4)]
     for c0 in range(0, n, SLICE_COLUMNS):
         c1 = min(n, c0 + SLICE_COLUMNS)
         codes = bitpack.unpack(qweight[:, c0:c1], bits, axis=0)[order].astype(np.int64)
         if sums_only:
-            out[0][:, c0:c1] = np.add.reduceat(codes, starts, axis=0)
+            out[0][used, c0:c1] = np.add.reduceat(codes, starts, axis=0)
             continue
         for dst, ufunc, x in zip(out, (np.add, np.add, np.minimum, np.maximum), (codes, codes * codes, codes, codes)):
-            dst[:, c0:c1] = ufunc.reduceat(x, starts, axis=0)
+            dst[used, c0:c1] = ufunc.reduceat(x, starts, axis=0)
     return (count,) + tuple(out)
