@@ -21,7 +21,7 @@ from html import escape
 from typing import Any
 
 from .clauses import Clause
-from .matrix import Matrix, Row, case_tags, primary_clause
+from .matrix import NOT_IMPLEMENTED, Matrix, Row, case_tags, primary_clause, shown_status
 
 __all__ = ["page"]
 
@@ -46,7 +46,44 @@ def _distinct(runs: list[dict], key: str, field: str) -> list[str]:
     return sorted({str((d.get(key) or {}).get(field)) for d in runs if (d.get(key) or {}).get(field) is not None})
 
 
-def _header(m: Matrix, generated: str) -> str:
+def _short(commit: str | None) -> str:
+    return (commit or "")[:12]
+
+
+def _tree_note(runs: list[dict], checkout: tuple[str | None, bool | None]) -> str:
+    """Whether the runs came from the tree this page was written in (the checkout's ``git rev-parse HEAD``):
+    runs of another commit, of a modified tree, or that record none, are said to be so."""
+    head, head_dirty = checkout
+    recorded = [(d.get("suite") or {}) for d in runs]
+    commits = [r.get("commit") for r in recorded]
+    unknown = sum(c is None for c in commits)
+    notes = []
+    if head is None:
+        if any(commits):
+            notes.append(f"This page was written outside a git checkout: the runs' commits "
+                         f"({', '.join(sorted({_short(c) for c in commits if c}))}) cannot be compared with it.")
+    else:
+        other = sorted({c for c in commits if c and c != head})
+        if other:
+            n = sum(c in other for c in commits)
+            notes.append(f"{n} of {len(runs)} run{'s' if len(runs) != 1 else ''} came from commit "
+                         f"{', '.join(_short(c) for c in other)}, not this checkout's {_short(head)}: their cases and "
+                         f"verdicts are that tree's, which may differ from this one's.")
+        dirty = sum(bool(r.get("dirty")) for r, c in zip(recorded, commits) if c == head)
+        if dirty:
+            notes.append(f"{dirty} run{'s were' if dirty != 1 else ' was'} made from a modified tree (uncommitted "
+                         f"changes on {_short(head)}), not the commit itself.")
+        clean = sum(not r.get("dirty") for r, c in zip(recorded, commits) if c == head)
+        if head_dirty and clean:
+            notes.append(f"This checkout has uncommitted changes on {_short(head)}: {clean} run{'s' if clean != 1 else ''} "
+                         f"of the commit itself may not match what it gives now.")
+    if unknown:
+        notes.append(f"{unknown} run{'s record' if unknown != 1 else ' records'} no commit (an installed package): "
+                     f"which tree {'they' if unknown != 1 else 'it'} came from is unknown.")
+    return "".join(f'<p class="warn tree">{_e(n)}</p>' for n in notes)
+
+
+def _header(m: Matrix, generated: str, checkout: tuple[str | None, bool | None] = (None, None)) -> str:
     runs = m.runs
     versions, manifests = _distinct(runs, "suite", "version"), _distinct(runs, "suite", "manifest_sha256")
     commits = sorted({f"{(d.get('suite') or {}).get('commit', '')[:12]}{' (modified)' if (d.get('suite') or {}).get('dirty') else ''}"
@@ -58,10 +95,10 @@ def _header(m: Matrix, generated: str) -> str:
              f"commit {_e(', '.join(commits))}" if commits else "",
              f"case manifest sha256 <code>{_e(', '.join(x[:16] for x in manifests))}</code>" if manifests else "",
              f"page written {_e(generated)}"]
-    warn = ""
+    warn = _tree_note(runs, checkout)
     if len(versions) > 1 or len(manifests) > 1:
-        warn = ('<p class="warn">These runs were made with different suite versions or case manifests: '
-                'compare their cells with care (each run\'s digests are under <a href="#subjects">Runs</a>).</p>')
+        warn += ('<p class="warn">These runs were made with different suite versions or case manifests: '
+                 'compare their cells with care (each run\'s digests are under <a href="#subjects">Runs</a>).</p>')
     nav = " · ".join(f'<a href="#{k}">{v}</a>' for k, v in (("matrix", "Matrix"), ("single", "Fails in one subject"),
                                                          ("xfail", "Expected failures"), ("levels", "Levels"),
                                                          ("coverage", "Clause coverage"), ("subjects", "Runs")))
@@ -76,10 +113,15 @@ def _cell(m: Matrix, row: Row, s: int, subject: str) -> str:
     if cell.state == "none":
         return '<td class="cell none" title="not run">—</td>'
     counts = ", ".join(f"{n} {k}" for k, n in cell.counts.items() if n)
-    marks = "".join(f'<span class="mark {k}" title="{cell.counts[k]} {k}">{sym}</span>'
-                    for k, sym in (("warning", "!"), ("expected-failure", "x"), ("not-applicable", "–")) if cell.counts[k])
+    if cell.implemented_nothing:
+        text, marks = "not implemented", ""
+    else:
+        text = f'{cell.counts["pass"]}/{cell.total}'
+        marks = "".join(f'<span class="mark {k}" title="{cell.counts[k]} {k}">{sym}</span>'
+                        for k, sym in (("warning", "!"), ("expected-failure", "x"), (NOT_IMPLEMENTED, "n"),
+                                       ("not-applicable", "–")) if cell.counts[k])
     return (f'<td class="cell {cell.state}"><button type="button" class="open" data-row="{_e(row.key)}" '
-            f'data-subject="{s}" title="{_e(subject)}: {_e(counts)}">{cell.counts["pass"]}/{cell.total}</button>{marks}</td>')
+            f'data-subject="{s}" title="{_e(subject)}: {_e(counts)}">{text}</button>{marks}</td>')
 
 
 def _row(m: Matrix, row: Row, feature: bool) -> str:
@@ -104,8 +146,10 @@ def _matrix(m: Matrix) -> str:
         rows += [_row(m, f, True) for f in m.features.get(group, [])]
     return f"""<section id="matrix"><h2>Matrix</h2>
 <p class="help">Each cell: cases passed / cases run, for one subject (column) and one case group (row: format and
-op; ▸ opens the group's feature rows). Red: a case failed or errored; marks: <span class="mark warning">!</span>
-warnings, <span class="mark expected-failure">x</span> declared expected failures, <span class="mark not-applicable">–</span>
+op; ▸ opens the group's feature rows). Red: a case failed or errored; grey: the subject raised NotImplementedError
+("not implemented": on every case it was given, its passes at most rejections), nothing failed; marks:
+<span class="mark warning">!</span> warnings, <span class="mark expected-failure">x</span> declared expected failures,
+<span class="mark not-implemented">n</span> not implemented, <span class="mark not-applicable">–</span>
 not applicable. Click a cell for its cases.</p>
 <div class="controls"><label>Filter rows <input id="filter" type="search" placeholder="gptq_v1, q4_k/quantize, bits:3"></label>
 <label><input type="checkbox" id="only-failing"> only rows with a failure</label>
@@ -120,13 +164,13 @@ not applicable. Click a cell for its cases.</p>
 # -- the other views ---------------------------------------------------------------------------------
 
 def _single_group(subject: str, fmt: str, op: str, rows: list[dict]) -> str:
-    statuses = Counter(r["case"]["status"] for r in rows)
+    statuses = Counter(shown_status(r["case"]) for r in rows)
     clauses = Counter(primary_clause(r["case"]) for r in rows)
     summary = (f"{_e(subject)} — {_e(fmt)} · {_e(op)}: {len(rows)} case{'s' if len(rows) != 1 else ''} "
                f"({_e(', '.join(f'{n} {k}' for k, n in statuses.items()))}); "
                f"{_e(', '.join(f'{c} ×{n}' for c, n in clauses.most_common(4)))}")
     trs = "".join(
-        f'<tr><td class="status {_e(r["case"]["status"])}">{_e(r["case"]["status"])}</td><td><code>{_e(r["case"]["id"])}</code></td>'
+        f'<tr><td class="status {_e(shown_status(r["case"]))}">{_e(shown_status(r["case"]))}</td><td><code>{_e(r["case"]["id"])}</code></td>'
         f'<td>{_anchor(primary_clause(r["case"]))}</td><td class="detail">{_e(r["case"].get("detail"))}</td>'
         f'<td>{_e(", ".join(f"{s}: {st}" for s, st in r["others"].items()))}</td></tr>' for r in rows)
     return (f'<details class="single-group" data-subject="{_e(subject)}" data-cases="{len(rows)}"{" open" if len(rows) <= 3 else ""}>'
@@ -176,6 +220,15 @@ def _words(value: Any) -> str:
     return "" if value is None else str(value)
 
 
+def _diagnosis_words(doc: dict) -> str:
+    """A run's diagnosis line (KC-5.5), from its document; empty for runs recorded before it or with no failure."""
+    from .report import diagnosis_line
+
+    found = doc.get("diagnosis")
+    line = diagnosis_line(found) if isinstance(found, dict) else None
+    return line.removeprefix("diagnosis (KC-5.5): ") if line else ""
+
+
 def _levels(m: Matrix) -> str:
     rows = m.levels()
     if not rows:
@@ -183,16 +236,19 @@ def _levels(m: Matrix) -> str:
     merged: dict[tuple, list[str]] = {}
     for r in rows:
         key = (r["subject"], r["op"], _words(r.get("claimed")), _words(r.get("reached")), _words(r.get("readings")),
-               _words(r.get("unenforced")))
+               _words(r.get("unenforced")), _diagnosis_words(m.runs[r["run"]]))
         merged.setdefault(key, []).append(r["format"])
     trs = "".join(f'<tr><td>{_e(subject)}</td><td>{_e(", ".join(formats))} · {_e(op)}</td><td>{_e(claimed)}</td>'
-                  f'<td class="level">{_e(reached)}</td><td>{_e(readings)}</td><td class="detail">{_e(unenforced)}</td></tr>'
-                  for (subject, op, claimed, reached, readings, unenforced), formats in merged.items())
+                  f'<td class="level">{_e(reached)}</td><td>{_e(readings)}</td><td class="detail">{_e(unenforced)}</td>'
+                  f'<td class="diagnosis">{_e(diagnosis)}</td></tr>'
+                  for (subject, op, claimed, reached, readings, unenforced, diagnosis), formats in merged.items())
     return (f'<section id="levels"><h2>Conformance levels</h2><p class="help">The level each run claimed and reached, '
             f"the named readings the subject follows on non-conforming input, and the rejection rules it does not "
-            f"enforce (runs with the same outcome share a line). A decoder-level pass says nothing about validation."
+            f"enforce (runs with the same outcome share a line). A decoder-level pass says nothing about validation. "
+            f"Diagnosis: the known misreadings (spec/kernels.md KC-5.5) that reproduce the failing answers, each with the "
+            f"failing cases it explains; no misreading is named that no failing answer reproduced."
             f"</p><table><thead><tr><th>subject</th><th>groups</th><th>claimed</th><th>reached</th><th>readings</th>"
-            f"<th>not enforced</th></tr></thead><tbody>{trs}</tbody></table></section>")
+            f"<th>not enforced</th><th>diagnosis</th></tr></thead><tbody>{trs}</tbody></table></section>")
 
 
 def _coverage(m: Matrix, clauses: list[Clause] | None) -> str:
@@ -200,7 +256,8 @@ def _coverage(m: Matrix, clauses: list[Clause] | None) -> str:
     trs = "".join(
         f'<tr id="clause-{_e(r["clause"])}"><th scope="row"><code>{_e(r["clause"])}</code></th><td>{_e(r["title"])}</td>'
         f'<td>{_e(r["chapter"])}</td><td>{r["cases"]}</td><td>{r["pass"]}</td>'
-        f'<td class="{"bad" if r["failing"] else ""}">{r["failing"]}</td><td>{r["attributed"]}</td>'
+        f'<td class="{"bad" if r["failing"] else ""}">{r["failing"]}</td><td class="na">{r.get("na", 0)}</td>'
+        f'<td class="ni">{r.get("ni", 0)}</td><td>{r["attributed"]}</td>'
         f'<td><button type="button" class="clause-cases" data-clause="{_e(r["clause"])}">cases</button></td></tr>'
         for r in cov["exercised"])
     if not cov["spec_available"]:
@@ -214,16 +271,19 @@ def _coverage(m: Matrix, clauses: list[Clause] | None) -> str:
             + "".join(f"<li><code>{_e(c.id)}</code> {_e(c.title)}</li>" for c in cs) + "</ul></details>"
             for ch, cs in by_chapter.items())
         section = ", ".join(c.id for c in cov["by_section"])
+        chapters = ", ".join(f"spec/{c}" for c in cov["chapters"]) or "none"
         missing = (f'<h3 id="unexercised">Normative clauses no case exercises: {len(cov["unexercised"])} of '
-                   f'{cov["normative"]}</h3><p class="help">Neither cited by a case of these runs nor inside a cited section '
-                   f"(container and checkpoint clauses are exercised by <code>qformats validate</code>'s tests, not by "
-                   f"kernel cases).</p>{blocks}"
+                   f'{cov["normative"]}</h3><p class="help">In the chapters these runs touch (<span id="chapters">'
+                   f"{_e(chapters)}</span>): neither cited by a case of these runs nor inside a cited section. Other "
+                   f"chapters are not counted (container and checkpoint clauses are exercised by <code>qformats "
+                   f"validate</code>'s tests, not by kernel cases).</p>{blocks}"
                    + (f'<p class="help">Exercised only through the section that holds them: {_e(section)}.</p>' if section else ""))
     return (f'<section id="coverage"><h2>Clause coverage</h2><p class="help">Every clause the cases of these runs cite: '
-            f"distinct cases, their results in all runs that passed and that failed or errored, and the failures "
-            f"attributed to it (their primary clause). "
-            f'"cases" lists them.</p><table id="coverage-table"><thead><tr><th>clause</th><th>title</th><th>chapter</th>'
-            f"<th>cases</th><th>results passed</th><th>results failing</th><th>failures attributed</th><th></th></tr></thead>"
+            f"distinct cases, their results in all runs that passed, that failed or errored, that were not applicable "
+            f"and that the subject did not implement (NotImplementedError), and the failures attributed to it (their "
+            f'primary clause). "cases" lists them.</p><table id="coverage-table"><thead><tr><th>clause</th><th>title</th>'
+            f"<th>chapter</th><th>cases</th><th>results passed</th><th>results failing</th><th>not applicable</th>"
+            f"<th>not implemented</th><th>failures attributed</th><th></th></tr></thead>"
             f"<tbody>{trs}</tbody></table>{missing}</section>")
 
 
@@ -255,16 +315,22 @@ def _data(m: Matrix) -> dict[str, Any]:
     runs = []
     for i, d in enumerate(m.runs):
         runs.append({"s": m.subjects.index(m.labels[i]), "g": Row(d["format"], d["op"]).key,
-                     "c": [[c["id"], c["status"], primary_clause(c) or "", [x for x in c.get("clauses") or []],
+                     "c": [[c["id"], shown_status(c), primary_clause(c) or "", [x for x in c.get("clauses") or []],
                             c.get("detail", ""), case_tags(d, c["id"])] for c in d["cases"]]})
     return {"subjects": m.subjects, "runs": runs}
 
 
-def page(runs: list[dict[str, Any]], *, clauses: list[Clause] | None = None, generated: str | None = None) -> str:
-    """The results page of ``runs``; ``clauses`` defaults to the spec's (conformance/clauses.py)."""
+def page(runs: list[dict[str, Any]], *, clauses: list[Clause] | None = None, generated: str | None = None,
+         checkout: tuple[str | None, bool | None] | None = None) -> str:
+    """The results page of ``runs``; ``clauses`` defaults to the spec's (conformance/clauses.py), ``checkout``
+    ((commit, modified) of the tree the page is written in, (None, None) outside git) to this checkout's."""
     m = Matrix(runs)
     generated = generated or datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    body = "".join([_header(m, generated), "<main>", _matrix(m), _single(m), _xfail(m), _levels(m),
+    if checkout is None:
+        from .provenance import checkout_commit
+
+        checkout = checkout_commit()
+    body = "".join([_header(m, generated, checkout), "<main>", _matrix(m), _single(m), _xfail(m), _levels(m),
                     _coverage(m, clauses), _provenance(m), "</main>"])
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><meta name="viewport" '
             f'content="width=device-width, initial-scale=1"><title>qformats conformance: {_e(", ".join(m.subjects))[:200]}</title>'
@@ -274,7 +340,7 @@ def page(runs: list[dict[str, Any]], *, clauses: list[Clause] | None = None, gen
 
 
 CSS = """
-:root{--ok:#d7f0dc;--bad:#f8d0d0;--na:#e4e8f0;--none:#f4f4f4;--line:#d0d4da;--ink:#1d232b;--dim:#5b6470;--hi:#fff3b0}
+:root{--ok:#d7f0dc;--bad:#f8d0d0;--na:#e4e8f0;--ni:#d9d9d9;--none:#f4f4f4;--line:#d0d4da;--ink:#1d232b;--dim:#5b6470;--hi:#fff3b0}
 *{box-sizing:border-box}body{margin:0;font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:var(--ink)}
 header{padding:14px 24px;background:#24303f;color:#fff}header h1{margin:0 0 4px;font-size:20px}
 header .meta{margin:0;color:#c9d3df}header nav{margin-top:6px}header a{color:#9fd0ff}header code{color:#fff}
@@ -286,11 +352,12 @@ table{border-collapse:collapse;margin:4px 0}th,td{border:1px solid var(--line);p
 thead th{position:sticky;top:0;background:#eef1f5;z-index:1}#grid th.subject{max-width:12em;font-weight:600;overflow-wrap:anywhere}
 #grid tbody th{white-space:nowrap;font-weight:500;background:#fafbfc}#grid tr.feature th{padding-left:2.2em;color:var(--dim)}
 td.cell{text-align:center;white-space:nowrap;min-width:6em}td.cell.ok{background:var(--ok)}td.cell.bad{background:var(--bad)}
-td.cell.na{background:var(--na)}td.cell.none{background:var(--none);color:#aaa}
+td.cell.na{background:var(--na)}td.cell.none{background:var(--none);color:#aaa}td.cell.ni{background:var(--ni);color:#4a4f57}
 td.cell button.open{font:inherit;border:0;background:none;cursor:pointer;padding:0 2px;text-decoration:underline dotted}
 td.cell.bad button.open{font-weight:700;color:#8a0c0c}td.cell.selected{outline:3px solid #2b6cb0;outline-offset:-3px}
 .mark{display:inline-block;margin-left:4px;padding:0 4px;border-radius:3px;font-size:11px;font-weight:700}
 .mark.warning{background:#ffe08a}.mark.expected-failure{background:#cfc4f2}.mark.not-applicable{background:#cdd5e0}
+.mark.not-implemented{background:#c4c4c4}.status.not-implemented{color:#6b6f75}
 button.expand{border:0;background:none;cursor:pointer;width:1.4em;font-size:12px}
 #drill{margin:12px 0;padding:8px 12px;border:2px solid #2b6cb0;background:#f7fbff}
 .drill-head{display:flex;justify-content:space-between;align-items:center}.drill-head h3{margin:4px 0}
@@ -309,7 +376,7 @@ JS = r"""
 'use strict';
 const DATA = JSON.parse(document.getElementById('runs-data').textContent);
 const $ = (s, r) => (r || document).querySelector(s), $$ = (s, r) => Array.from((r || document).querySelectorAll(s));
-const ORDER = {'fail':0,'error':1,'warning':2,'expected-failure':3,'not-applicable':4,'pass':5};
+const ORDER = {'fail':0,'error':1,'warning':2,'expected-failure':3,'not-implemented':4,'not-applicable':5,'pass':6};
 function el(tag, cls, text){const e=document.createElement(tag); if(cls) e.className=cls; if(text!==undefined) e.textContent=text; return e;}
 function clauseLink(c){if(!c) return el('span'); const a=el('a','clause',c); a.href='#clause-'+c; return a;}
 

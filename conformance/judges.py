@@ -15,6 +15,7 @@ case's own first clause; the case's other clauses follow.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from importlib import import_module
 from types import ModuleType
@@ -25,7 +26,7 @@ import numpy as np
 from qformats.cases import READ_OPS, Case
 from qformats.formats.registry import Face
 
-from . import compare
+from . import compare, diagnoses
 from .subject import Answer, SubjectDeclaration
 
 __all__ = ["Verdict", "judge", "describe", "format_hooks", "nominal_shape"]
@@ -53,6 +54,7 @@ class Verdict:
     feature: str | None = None
     readings: tuple[str, ...] = ()
     misreading: str | None = None
+    misreadings: tuple[str, ...] = ()       # every known misreading the answer reproduces, the named one first
 
 
 def describe(answer: Answer) -> str:
@@ -121,15 +123,26 @@ def _shape(op: str, x: np.ndarray | None, w_shape: tuple[int, ...]) -> tuple[int
 
 
 def _misreading(case: Case, op: str, face: Face, decl: SubjectDeclaration, arr: np.ndarray, dtype: str,
-                x: np.ndarray | None) -> tuple[str, str, str] | None:
+                x: np.ndarray | None) -> tuple[str, str, tuple[str, ...]] | None:
     """(clause, sentence, name) of the first known misreading of ``case`` that the answer reproduces (values
     compared with +0 == -0: a misreading names a wrong value, whatever the sign of its zeros). A format's
     ``misreadings`` yields (clause, sentence, W) or (clause, sentence, W, name) where the sentence names
     this case's values and ``name`` the reading alone, as the level report counts it across cases."""
-    for clause, sentence, w, *name in _hook(face, "misreadings", case) or ():
+    found: list[tuple[str, str, str]] = []
+    for clause, sentence, w, *name in itertools.chain(_hook(face, "misreadings", case) or (),
+                                                      diagnoses.candidates(case, face)):
+        if (name[0] if name else sentence) in (f[2] for f in found):
+            continue
         if _compare(arr, dtype, op, face, x, w, decl, signed=False).ok:
-            return clause, sentence, name[0] if name else sentence
-    return None
+            found.append((clause, sentence, name[0] if name else sentence))
+            if len(found) == 1 and clause not in diagnoses.NAMES:   # a format's own misreading: the most specific
+                break
+    if not found:
+        return None
+    clause, sentence, _ = found[0]
+    if len(found) > 1:                  # one answer, several readings: say so rather than pick silently
+        sentence += f" (the same values as: {'; '.join(f[2] + ' (' + f[0] + ')' for f in found[1:])})"
+    return clause, sentence, tuple(f[2] for f in found)
 
 
 # -- conforming input ---------------------------------------------------------------------------------
@@ -140,17 +153,35 @@ def _values(case: Case, op: str, face: Face, answer: Answer, x: np.ndarray | Non
     """A dequantize or matmul result of conforming input against the reference values."""
     arr, dtype, problem, clause = _array(answer, _shape(op, x, reference.shape), _allowed(op, reference.dtype.name))
     if arr is None:
+        turned = _transposed(answer, op, face, x, reference, decl)
+        if turned is not None:
+            name = diagnoses.NAMES[diagnoses.TRANSPOSED]
+            return Verdict("error", f"{problem}: {turned}", clause, misreading=name, misreadings=(name,))
         return Verdict("error", problem, clause)
     j = _compare(arr, dtype, op, face, x, reference, decl)
     if j.ok:
         return Verdict("pass", j.detail, case.clauses[0])
     if j.zero_signs_only:
         return Verdict("fail", f"only the sign of zero differs ({SIGN_OF_ZERO}: the sign the chapter's formula gives, "
-                               f"evaluated as written): {j.detail}", SIGN_OF_ZERO)
+                               f"evaluated as written): {j.detail}", SIGN_OF_ZERO, misreading=diagnoses.ZERO_SIGNS,
+                       misreadings=(diagnoses.ZERO_SIGNS,))
     found = _misreading(case, op, face, decl, arr, dtype, x)
     if found is not None:
-        return Verdict("fail", f"decodes as {found[1]} ({found[0]}): {j.detail}", found[0])
+        return Verdict("fail", f"decodes as {found[1]} ({found[0]}): {j.detail}", found[0], misreading=found[2][0],
+                       misreadings=found[2])
     return Verdict("fail", j.detail, case.clauses[0])
+
+
+def _transposed(answer: Answer, op: str, face: Face, x: np.ndarray | None, reference: np.ndarray,
+                decl: SubjectDeclaration) -> str | None:
+    """A dequantize result of shape (in, out) that is W.T exactly (KC-5.4): still a shape error (KC-2.1), named."""
+    if op != "dequantize" or answer.kind != "array" or "result" not in answer.arrays:
+        return None
+    arr, dtype = answer.arrays["result"], answer.dtypes.get("result", "")
+    if dtype not in _allowed(op, reference.dtype.name):
+        return None
+    return diagnoses.transposed(arr, reference, lambda t: _compare(np.ascontiguousarray(t), dtype, op, face, x, reference,
+                                                                   decl, signed=False).ok)
 
 
 # -- non-conforming input -----------------------------------------------------------------------------
@@ -158,7 +189,7 @@ def _values(case: Case, op: str, face: Face, answer: Answer, x: np.ndarray | Non
 
 def _decoded(case: Case, op: str, face: Face, decl: SubjectDeclaration, answer: Answer, x: np.ndarray | None,
              named: tuple[str, str, dict[str, tuple[str, np.ndarray]]]
-             ) -> tuple[str, str, str, tuple[str, ...], str | None]:
+             ) -> tuple[str, str, str, tuple[str, ...], tuple[str, ...]]:
     """(decoder status, what the subject did, clause, readings matched, misreading reproduced) of values
     returned for non-conforming input that the spec names readings for."""
     feature, validation, readings = named
@@ -169,22 +200,22 @@ def _decoded(case: Case, op: str, face: Face, decl: SubjectDeclaration, answer: 
     first = next(iter(readings.values()))[1]
     arr, dtype, problem, clause = _array(answer, _shape(op, x, first.shape), _allowed(op, first.dtype.name))
     if arr is None:
-        return "error", problem, clause, (), None
+        return "error", problem, clause, (), ()
     matched = tuple(name for name, (_, w) in readings.items() if _compare(arr, dtype, op, face, x, w, decl).ok)
     if matched:
         return "pass", f"decoded it by the named reading '{matched[0]}' ({readings[matched[0]][0]})", validation, \
-            matched, None
+            matched, ()
     other = [name for name, (_, w) in excluded.items() if _compare(arr, dtype, op, face, x, w, decl).ok]
     if other:
         return "fail", f"decoded it by the named reading '{other[0]}', where its declaration says " \
-                       f"'{decl.v1_zero_fields}'", validation, (), None
+                       f"'{decl.v1_zero_fields}'", validation, (), ()
     found = _misreading(case, op, face, decl, arr, dtype, x)
     j = _compare(arr, dtype, op, face, x, first, decl)
     if found is not None:
         return "fail", f"{found[1]}, not a named reading of {feature} ({', '.join(readings)}); " \
                        f"against '{next(iter(readings))}': {j.detail}", found[0], (), found[2]
     return "fail", f"decoded it by none of the named readings of {feature} ({', '.join(readings)}); " \
-                   f"against '{next(iter(readings))}': {j.detail}", validation, (), None
+                   f"against '{next(iter(readings))}': {j.detail}", validation, (), ()
 
 
 def _nonconforming_read(case: Case, op: str, face: Face, decl: SubjectDeclaration, answer: Answer,
@@ -196,7 +227,7 @@ def _nonconforming_read(case: Case, op: str, face: Face, decl: SubjectDeclaratio
         return Verdict("pass", f"rejected, as {validation} requires ({answer.message[:200]})", validation,
                        "pass", validation, True, feature, ("reject",))
     readings: tuple[str, ...] = ()
-    misreading = None
+    misreadings: tuple[str, ...] = ()
     if decl.v1_zero_fields == "reject" and feature == "v1_zero_fields":
         decoder, what, clause = "fail", "decoded it, where its declaration says it rejects v1 all-ones fields", validation
     elif answer.status != "ok":
@@ -204,7 +235,8 @@ def _nonconforming_read(case: Case, op: str, face: Face, decl: SubjectDeclaratio
     elif named is None:
         decoder, what, clause = "not-applicable", f"decoded it ({answer.dtypes.get('result', answer.kind)})", validation
     else:
-        decoder, what, clause, readings, misreading = _decoded(case, op, face, decl, answer, x, named)
+        decoder, what, clause, readings, misreadings = _decoded(case, op, face, decl, answer, x, named)
+    misreading = misreadings[0] if misreadings else None
     if decoder == "not-applicable":
         decoder_detail = (f"{what_input}: {what} instead of rejecting it, which a decoder may; a validating "
                           f"decoder rejects it ({validation})")
@@ -212,12 +244,13 @@ def _nonconforming_read(case: Case, op: str, face: Face, decl: SubjectDeclaratio
         decoder_detail = f"{what_input}: {what}; a validating decoder rejects it ({validation})"
     else:
         decoder_detail = f"{what_input}: {what}"
-    verdict = Verdict(decoder, decoder_detail, clause, decoder, validation, False, feature, readings, misreading)
+    verdict = Verdict(decoder, decoder_detail, clause, decoder, validation, False, feature, readings, misreading,
+                      misreadings)
     if decl.level != "validating":
         return verdict
     status = "error" if decoder == "error" else "fail"
     return Verdict(status, f"did not reject {what_input} ({validation} requires a validating decoder to): {what}",
-                   validation, decoder, validation, False, feature, readings, misreading)
+                   validation, decoder, validation, False, feature, readings, misreading, misreadings)
 
 
 def _reject_writer(case: Case, answer: Answer) -> Verdict:

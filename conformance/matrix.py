@@ -23,10 +23,10 @@ from typing import Any, Iterable
 
 from qformats.errors import fail
 
-from .clauses import Clause, covering, sort_key, spec_clauses
+from .clauses import CHAPTER_OF_PREFIX, Clause, covering, sort_key, spec_clauses
 
 __all__ = ["load_runs", "Matrix", "Row", "Cell", "subject_label", "primary_clause", "readme_table",
-           "replace_section", "FAILING", "CORE_FORMATS"]
+           "replace_section", "shown_status", "FAILING", "CORE_FORMATS", "NOT_IMPLEMENTED"]
 
 FAILING = ("fail", "error")
 STATUSES = ("pass", "fail", "error", "not-applicable", "expected-failure", "warning")
@@ -34,6 +34,10 @@ STATUSES = ("pass", "fail", "error", "not-applicable", "expected-failure", "warn
 CORE_FORMATS = ("gptq_v1", "gptq_v2", "awq_gemm", "ctensors_pack", "q4_k", "spqr")
 OPS = ("dequantize", "matmul", "pack", "quantize")
 RUN_KEYS = {"subject", "format", "op", "cases"}
+# A subject that raises NotImplementedError on a case has not implemented it: the page shows that case as
+# "not implemented" (grey), apart from the failures. The run document keeps the runner's status ("error").
+NOT_IMPLEMENTED = "not-implemented"
+_NOT_IMPLEMENTED = re.compile(r"^the subject raised: NotImplementedError\b")
 
 
 # -- loading -----------------------------------------------------------------------------------------
@@ -65,6 +69,13 @@ def load_runs(paths: Iterable[str | Path]) -> list[dict[str, Any]]:
 
 
 # -- one run's facts, defaulted for older documents ------------------------------------------------
+
+def shown_status(row: dict[str, Any]) -> str:
+    """The status the page shows: the runner's, except ``not-implemented`` for a NotImplementedError raised."""
+    if row.get("status") == "error" and _NOT_IMPLEMENTED.match(str(row.get("detail") or "")):
+        return NOT_IMPLEMENTED
+    return row["status"]
+
 
 def primary_clause(row: dict[str, Any]) -> str | None:
     """The clause a case's result is attributed to: the runner's ``clause`` where it names one, else the
@@ -124,8 +135,9 @@ def _level(doc: dict[str, Any]) -> dict[str, Any] | None:
 
 @dataclass
 class Cell:
-    counts: Counter = field(default_factory=Counter)
+    counts: Counter = field(default_factory=Counter)   # by shown status (shown_status)
     runs: list[int] = field(default_factory=list)      # indexes into Matrix.runs
+    rejections: int = 0                                # passes that are rejections of non-conforming input
 
     @property
     def total(self) -> int:
@@ -137,14 +149,23 @@ class Cell:
 
     @property
     def state(self) -> str:
-        """``none`` (not run), ``bad`` (a case failed or errored), ``na`` (nothing applicable), ``ok``."""
+        """``none`` (not run), ``bad`` (a case failed or errored), ``ni`` (NotImplementedError raised, nothing
+        failed), ``na`` (nothing applicable), ``ok``."""
         if not self.total:
             return "none"
         if self.failing:
             return "bad"
+        if self.counts[NOT_IMPLEMENTED]:
+            return "ni"
         if self.counts["not-applicable"] == self.total:
             return "na"
         return "ok"
+
+    @property
+    def implemented_nothing(self) -> bool:
+        """Not implemented on every case it was given (its passes, if any, only rejections: KC-3.1 counts
+        any exception as one)."""
+        return bool(self.counts[NOT_IMPLEMENTED]) and self.counts["pass"] == self.rejections and not self.failing
 
 
 @dataclass(frozen=True)
@@ -193,9 +214,12 @@ class Matrix:
             for case in doc["cases"]:
                 these = case_tags(doc, case["id"])
                 tags.update(these)
+                status = shown_status(case)
+                rejection = status == "pass" and "expect:reject" in these
                 for key in [group.key] + [Row(group.format, group.op, t).key for t in these]:
                     cell = self._cells[(key, self.labels[i])]
-                    cell.counts[case["status"]] += 1
+                    cell.counts[status] += 1
+                    cell.rejections += rejection
                     if i not in cell.runs:
                         cell.runs.append(i)
             known = {r.feature for r in self.features.get(group, [])}
@@ -213,8 +237,9 @@ class Matrix:
             for case in self.runs[i]["cases"]:
                 if row.feature is None or row.feature in case_tags(self.runs[i], case["id"]):
                     out.append((i, case))
-        order = {s: n for n, s in enumerate(("fail", "error", "warning", "expected-failure", "not-applicable", "pass"))}
-        return sorted(out, key=lambda ic: order.get(ic[1]["status"], 9))
+        order = {s: n for n, s in enumerate(("fail", "error", "warning", "expected-failure", NOT_IMPLEMENTED,
+                                             "not-applicable", "pass"))}
+        return sorted(out, key=lambda ic: order.get(shown_status(ic[1]), 9))
 
     # -- views ------------------------------------------------------------------------------------
     def single_failures(self) -> list[dict[str, Any]]:
@@ -226,12 +251,12 @@ class Matrix:
                 seen[(doc["format"], doc["op"], case["id"])][self.labels[i]] = (i, case)
         out = []
         for (fmt, op, case_id), by_subject in seen.items():
-            failing = [s for s, (_, c) in by_subject.items() if c["status"] in FAILING]
+            failing = [s for s, (_, c) in by_subject.items() if shown_status(c) in FAILING]
             passing = [s for s, (_, c) in by_subject.items() if c["status"] == "pass"]
             if len(by_subject) >= 2 and len(failing) == 1 and passing:
                 run, case = by_subject[failing[0]]
                 out.append({"subject": failing[0], "format": fmt, "op": op, "case": case, "run": run,
-                            "others": {s: c["status"] for s, (_, c) in by_subject.items() if s != failing[0]}})
+                            "others": {s: shown_status(c) for s, (_, c) in by_subject.items() if s != failing[0]}})
         return sorted(out, key=lambda r: (self.subjects.index(r["subject"]), _format_order(r["format"]), r["op"],
                                           r["case"]["id"]))
 
@@ -265,32 +290,39 @@ class Matrix:
 
     def coverage(self, clauses: list[Clause] | None = None) -> dict[str, Any]:
         """Which spec clauses the cases of these runs cite (directly, or as the primary clause of a failure),
-        and the normative clauses none of them exercises."""
+        with their results (passed, failing, not applicable, not implemented), and the normative clauses none
+        of them exercises in the chapters the runs touch (``chapters``: the spec files of the clauses cited)."""
         clauses = spec_clauses() if clauses is None else clauses
         table: dict[str, dict[str, Any]] = {}
         for doc in self.runs:
             for case in doc["cases"]:
-                primary = primary_clause(case)
+                primary, status = primary_clause(case), shown_status(case)
                 for clause in case.get("clauses") or []:
                     row = table.setdefault(clause, {"cases": set(), "runs": set(), "pass": 0, "failing": 0,
-                                                    "attributed": 0})
+                                                    "attributed": 0, "na": 0, "ni": 0})
                     row["cases"].add((doc["format"], case["id"]))
                     row["runs"].add(id(doc))
-                    row["pass"] += case["status"] == "pass"
-                    row["failing"] += case["status"] in FAILING
-                    row["attributed"] += case["status"] in FAILING and clause == primary
+                    row["pass"] += status == "pass"
+                    row["failing"] += status in FAILING
+                    row["na"] += status == "not-applicable"
+                    row["ni"] += status == NOT_IMPLEMENTED
+                    row["attributed"] += status in FAILING and clause == primary
         cited = set(table)
         known = {c.id: c for c in clauses}
+        chapters = sorted({known[k].chapter if k in known else CHAPTER_OF_PREFIX.get(k.partition("-")[0], "")
+                           for k in cited} - {""})
         exercised = [{"clause": k, "title": known[k].title if k in known else "(not defined in spec/)",
                       "chapter": known[k].chapter if k in known else "", "cases": len(v["cases"]),
-                      "runs": len(v["runs"]), "pass": v["pass"], "failing": v["failing"], "attributed": v["attributed"]}
+                      "runs": len(v["runs"]), "pass": v["pass"], "failing": v["failing"], "na": v["na"],
+                      "ni": v["ni"], "attributed": v["attributed"]}
                      for k, v in sorted(table.items(), key=lambda kv: sort_key(kv[0]))]
-        how = {c.id: covering(c.id, cited) for c in clauses}
-        return {"exercised": exercised, "spec_available": bool(clauses),
-                "unexercised": [c for c in clauses if c.normative and how[c.id] == "none"],
-                "by_section": [c for c in clauses if c.normative and how[c.id] == "section"],
-                "normative": sum(c.normative for c in clauses),
-                "informative_unexercised": [c for c in clauses if not c.normative and how[c.id] == "none"]}
+        scoped = [c for c in clauses if c.chapter in chapters]
+        how = {c.id: covering(c.id, cited) for c in scoped}
+        return {"exercised": exercised, "spec_available": bool(clauses), "chapters": chapters,
+                "unexercised": [c for c in scoped if c.normative and how[c.id] == "none"],
+                "by_section": [c for c in scoped if c.normative and how[c.id] == "section"],
+                "normative": sum(c.normative for c in scoped),
+                "informative_unexercised": [c for c in scoped if not c.normative and how[c.id] == "none"]}
 
 
 # -- the README's real-library table ----------------------------------------------------------------

@@ -35,7 +35,7 @@ from .catalog import DIGESTS, THIRD_PARTY
 from .runner import RunResult, select_cases
 from .subject import SubjectDeclaration
 
-__all__ = ["run_document", "suite_info", "subject_info", "environment", "case_info", "ADAPTED"]
+__all__ = ["run_document", "checkout_commit", "suite_info", "subject_info", "environment", "case_info", "ADAPTED"]
 
 ROOT = Path(__file__).resolve().parents[1]
 # qformats' own adapters judge another project's code: the distribution each one calls
@@ -66,6 +66,12 @@ def _git() -> tuple[str | None, bool | None]:
     if head.returncode != 0:
         return None, None
     return head.stdout.strip(), bool(status.stdout.strip()) if status.returncode == 0 else None
+
+
+def checkout_commit() -> tuple[str | None, bool | None]:
+    """(``git rev-parse HEAD``, modified) of the checkout this package runs from; (None, None) without git
+    (an installed wheel, git missing): the results page compares its runs' commits with it."""
+    return _git()
 
 
 def _ran(result: RunResult) -> list[Case]:

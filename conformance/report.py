@@ -9,7 +9,7 @@ from .provenance import run_document
 from .runner import RunResult
 from .subject import SubjectDeclaration
 
-__all__ = ["to_text", "to_json", "to_html", "to_junit"]
+__all__ = ["to_text", "to_json", "to_html", "to_junit", "diagnosis_line"]
 
 SHOWN = ("fail", "error", "warning", "expected-failure")
 
@@ -45,12 +45,31 @@ def _level_lines(result: RunResult) -> list[str]:
     return lines
 
 
+def diagnosis_line(diagnosis: dict) -> str | None:
+    """The run's diagnosis in words (spec/kernels.md KC-5.5): each misreading with the failing cases it
+    explains, and the failing cases none explains; None when nothing failed."""
+    n = diagnosis.get("failing", 0)
+    if not n:
+        return None
+    named = [f"{row['misreading']} ({row['clause']}) explains {row['cases']} of {n} failing cases"
+             for row in diagnosis.get("explained", [])]
+    left = diagnosis.get("unexplained", 0)
+    if not named:
+        return f"diagnosis (KC-5.5): no known misreading explains {'it' if n == 1 else f'the {n} failing cases'}"
+    if left:
+        named.append(f"no known misreading explains the other {left}")
+    return "diagnosis (KC-5.5): " + "; ".join(named)
+
+
 def to_text(result: RunResult, *, verbose: bool = False, coverage: bool = True) -> str:
     counts = result.counts
     verdict = "CONFORMS" if result.conforms else "DOES NOT CONFORM"
     summary = ", ".join(f"{n} {status}" for status, n in counts.items() if n)
     lines = [f"{result.subject} as {result.format} {result.op}: {verdict} ({_plural(len(result.cases), 'case')}: "
              f"{summary or 'none'})"]
+    diagnosed = diagnosis_line(result.diagnosis())
+    if diagnosed:
+        lines.append(diagnosed)
     lines += _level_lines(result)
     for status in SHOWN + (("not-applicable",) if verbose else ()):
         rows = [c for c in result.cases if c.status == status]

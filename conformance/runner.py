@@ -19,6 +19,7 @@ fields, non-finite super-scales) and the MUST-reject clauses it does not enforce
 from __future__ import annotations
 
 import zlib
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -34,7 +35,7 @@ from .catalog import pinned_digests, third_party_cases
 from .levels import level_report
 from .subject import SubjectDeclaration, SubjectProcess
 
-__all__ = ["CaseResult", "RunResult", "run_kernel", "select_cases", "judge_case", "matmul_input", "STATUSES"]
+__all__ = ["CaseResult", "RunResult", "diagnosis", "run_kernel", "select_cases", "judge_case", "matmul_input", "STATUSES"]
 
 STATUSES = ("pass", "fail", "error", "not-applicable", "expected-failure", "warning")
 BATCHES = (1, 4, 16)
@@ -60,6 +61,7 @@ class CaseResult:
     feature: str | None = None
     readings: tuple[str, ...] = ()
     misreading: str | None = None
+    misreadings: tuple[str, ...] = ()
 
     @property
     def attributed(self) -> tuple[str, ...]:
@@ -77,6 +79,8 @@ class CaseResult:
             out["reading"] = {"feature": self.feature, "matched": list(self.readings)}
             if self.misreading:
                 out["reading"]["misreading"] = self.misreading
+        elif self.misreading:
+            out["misreading"] = self.misreading
         return out
 
 
@@ -110,9 +114,37 @@ class RunResult:
                 row["pass"] += c.status == "pass"
         return dict(sorted(table.items()))
 
+    def diagnosis(self) -> dict[str, Any]:
+        """The run's diagnosis (spec/kernels.md KC-5.5): of the cases that failed or errored, how many each
+        known misreading explains (its answer reproduced bit for bit) and how many none explains."""
+        return diagnosis(self.cases)
+
     def as_json(self) -> dict[str, Any]:
         return {"subject": self.subject, "format": self.format, "op": self.op, "counts": self.counts,
-                "level": self.level(), "cases": [c.as_json() for c in self.cases], "coverage": self.coverage()}
+                "level": self.level(), "diagnosis": self.diagnosis(), "cases": [c.as_json() for c in self.cases],
+                "coverage": self.coverage()}
+
+
+def diagnosis(cases: list[CaseResult]) -> dict[str, Any]:
+    """``{"failing": n, "explained": [{"misreading", "clause", "cases"}], "unexplained": m}`` of ``cases``:
+    a misreading is named only for the failing cases whose answers it reproduced (KC-5.5); ``failing`` counts
+    the failing answers that are values (not exceptions, hangs or unusable results)."""
+    from .diagnoses import CLAUSES
+
+    # the failing answers that are values: a fail, or an error that a misreading explains (W.T, KC-5.4); an
+    # exception, a hang or an unusable result has nothing to compare
+    failing = [c for c in cases if c.status == "fail" or (c.status == "error" and (c.misreading or c.misreadings))]
+    # an answer several misreadings reproduce counts for the one that explains the most of the run's failures
+    reach = Counter(name for c in failing for name in (c.misreadings or (c.misreading,)) if name)
+    explained: dict[str, dict[str, Any]] = {}
+    for c in failing:
+        names = [n for n in (c.misreadings or (c.misreading,)) if n]
+        if names:
+            name = max(names, key=lambda n: reach[n])
+            row = explained.setdefault(name, {"misreading": name, "clause": CLAUSES.get(name, c.clause), "cases": 0})
+            row["cases"] += 1
+    return {"failing": len(failing), "explained": sorted(explained.values(), key=lambda r: -r["cases"]),
+            "unexplained": sum(not (c.misreading or c.misreadings) for c in failing)}
 
 
 def select_cases(fmt: str, op: str, pattern: str | None = None) -> list[Case]:
@@ -170,7 +202,7 @@ def judge_case(case: Case, op: str, face: Face, decl: SubjectDeclaration, proc: 
         status, detail = "warning", f"declared as an expected failure ({reason}) but passed: remove the entry"
     return CaseResult(case.id, status, case.clauses, detail, answer.seconds, clause=v.clause,
                       decoder_status=v.decoder_status or v.status, validation=v.validation, rejected=v.rejected,
-                      feature=v.feature, readings=v.readings, misreading=v.misreading)
+                      feature=v.feature, readings=v.readings, misreading=v.misreading, misreadings=v.misreadings)
 
 
 def run_kernel(entry: str, *, fmt: str, op: str, device: str | None = None, declaration: SubjectDeclaration | None = None,

@@ -76,3 +76,8 @@ def modifies_inputs(**kw):
 
 
 ANSWER = None  # not callable
+
+
+def not_implemented(**kw):
+    """A library that has not implemented this format or op yet: the page shows it as "not implemented"."""
+    raise NotImplementedError("this format is not supported yet")

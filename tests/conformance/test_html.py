@@ -272,3 +272,113 @@ def test_readme_real_library_table_is_generated_from_the_kept_runs():
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     expected = replace_section(readme, readme_table(load_runs([BUNDLE])), "results/real_libraries.json")
     assert readme == expected, "README.md's real-library table is stale: run `make matrix`"
+
+
+# -- issue #28: the page reads right ------------------------------------------------------------------
+
+NOT_IMPL = "the subject raised: NotImplementedError: q1_0 is not supported"
+
+
+def test_not_implemented_is_grey_and_apart_from_failures():
+    """A subject raising NotImplementedError on every conforming case (its one pass a rejection, KC-3.1) is a grey
+    "not implemented" cell, no failure: not in the one-subject failures nor the clause's failing results."""
+    cases = [case("v0", "error", "LEG-9", detail=NOT_IMPL), case("v1", "error", "LEG-9", detail=NOT_IMPL),
+             case("r0", "pass", "LEG-9")]
+    doc = run("lib:q1_0", "q1_0", "dequantize", cases, library=LIB_A)
+    doc["case_info"]["r0"]["expect"] = "reject"
+    other = run("b:q1_0", "q1_0", "dequantize", [case("v0", "pass", "LEG-9"), case("v1", "pass", "LEG-9"),
+                                                  case("r0", "pass", "LEG-9")], library=LIB_B)
+    m = Matrix([doc, other])
+    cell = m.cell(m.groups[0], "liba 1.0")
+    assert (cell.state, cell.implemented_nothing, cell.failing, cell.counts["not-implemented"]) == ("ni", True, 0, 2)
+    assert m.single_failures() == []
+    [row] = m.coverage([])["exercised"]
+    assert (row["failing"], row["ni"], row["pass"]) == (0, 2, 4)
+    html = page([doc, other], clauses=[], checkout=(None, None))
+    assert re.search(r'<td class="cell ni"><button[^>]*>not implemented</button></td>', html)
+    data = json.loads(re.search(r'id="runs-data">(.*?)</script>', html, re.S).group(1))
+    assert [c[1] for c in data["runs"][0]["c"]] == ["not-implemented", "not-implemented", "pass"]
+
+
+def test_a_partly_implemented_subject_keeps_its_counts_with_a_grey_mark():
+    """One case not implemented among passes: the cell shows pass / total and an "n" mark, grey, not red."""
+    doc = run("lib:f", "gptq_v1", "dequantize", [case("x", "pass"), case("y", "error", detail=NOT_IMPL)], library=LIB_A)
+    html = page([doc], clauses=[], checkout=(None, None))
+    assert re.search(r'<td class="cell ni"><button[^>]*>1/2</button><span class="mark not-implemented" '
+                     r'title="1 not-implemented">n</span></td>', html)
+
+
+def test_an_error_other_than_not_implemented_stays_a_failure():
+    """Only NotImplementedError reads as "not implemented": another exception on conforming input is an error (KC-3.2)."""
+    doc = run("lib:f", "gptq_v1", "dequantize", [case("x", "error", detail="the subject raised: ValueError: no")],
+              library=LIB_A)
+    assert Matrix([doc]).cell(Row("gptq_v1", "dequantize"), "liba 1.0").state == "bad"
+
+
+def test_clause_coverage_is_scoped_to_the_chapters_the_runs_touch():
+    """A run citing GPTQ clauses only: the unexercised list holds gptq.md's clauses and no other chapter's."""
+    doc = run("a:f", "gptq_v1", "dequantize", [case("x", "pass", "GPTQ-3.2")], library=LIB_A)
+    clauses = spec_clauses()
+    cov = Matrix([doc]).coverage(clauses)
+    assert cov["chapters"] == ["gptq.md"]
+    assert {c.chapter for c in cov["unexercised"]} == {"gptq.md"}
+    assert cov["normative"] == sum(c.normative for c in clauses if c.chapter == "gptq.md")
+    html = page([doc], checkout=(None, None))
+    assert "(<span id=\"chapters\">spec/gptq.md</span>)" in html and "spec/spqr.md" not in html
+
+
+def test_not_applicable_is_its_own_column_in_the_clause_table():
+    """Per clause: passed, failing, not applicable and not implemented results, each in its own column."""
+    doc = run("a:f", "gptq_v1", "dequantize", [case("x", "pass"), case("y", "not-applicable"),
+                                               case("z", "not-applicable"), case("w", "fail")], library=LIB_A)
+    [row] = Matrix([doc]).coverage([])["exercised"]
+    assert (row["pass"], row["failing"], row["na"], row["ni"]) == (1, 1, 2, 0)
+    html = page([doc], clauses=[], checkout=(None, None))
+    assert "<th>results failing</th><th>not applicable</th><th>not implemented</th>" in html
+    assert re.search(r'<tr id="clause-GPTQ-3.2">.*?<td>1</td><td class="bad">1</td><td class="na">2</td>'
+                     r'<td class="ni">0</td><td>1</td>', html)
+
+
+def _with_commit(doc: dict, commit: str | None, dirty: bool = False) -> dict:
+    doc["suite"] = {"version": "0.1.0", "commit": commit, "dirty": dirty}
+    return doc
+
+
+@pytest.mark.parametrize(("commit", "dirty", "checkout", "says"), [
+    pytest.param("a" * 40, False, ("b" * 40, False), "1 of 1 run came from commit aaaaaaaaaaaa, not this checkout's "
+                 "bbbbbbbbbbbb", id="other-commit"),
+    pytest.param("b" * 40, True, ("b" * 40, False), "1 run was made from a modified tree (uncommitted changes on "
+                 "bbbbbbbbbbbb)", id="modified-tree"),
+    pytest.param("a" * 40, False, (None, None), "This page was written outside a git checkout: the runs' commits "
+                 "(aaaaaaaaaaaa) cannot be compared with it.", id="no-git"),
+    pytest.param(None, None, ("b" * 40, False), "1 run records no commit", id="no-commit-recorded"),
+    pytest.param("b" * 40, False, ("b" * 40, True), "This checkout has uncommitted changes on bbbbbbbbbbbb: 1 run of "
+                 "the commit itself", id="checkout-modified"),
+])
+def test_page_says_when_runs_came_from_another_tree(commit, dirty, checkout, says):
+    """The header compares each run's recorded commit with the checkout's `git rev-parse HEAD`, without git too."""
+    doc = _with_commit(run("a:f", "gptq_v1", "dequantize", [case("x", "pass")], library=LIB_A), commit, dirty)
+    notes = re.findall(r'<p class="warn tree">(.*?)</p>', page([doc], clauses=[], checkout=checkout))
+    assert len(notes) == 1 and notes[0].startswith(says.replace("'", "&#x27;"))
+
+
+def test_page_of_runs_from_the_checkouts_own_commit_has_no_tree_note():
+    """Runs of the very commit checked out, unmodified: nothing to say."""
+    doc = _with_commit(run("a:f", "gptq_v1", "dequantize", [case("x", "pass")], library=LIB_A), "c" * 40)
+    assert 'class="warn tree"' not in page([doc], clauses=[], checkout=("c" * 40, False))
+
+
+def test_cli_matrix_of_a_kept_run_writes_the_kernel_commands_page(tmp_path, capsys):
+    """`conformance matrix RUN.json --html` writes the page `conformance kernel --json --html` wrote for that run
+    (up to the minute it was written), diagnosis included; both --help texts say so."""
+    first, second = tmp_path / "kernel.html", tmp_path / "matrix.html"
+    args = ["conformance", "kernel", "gptq_bugs:fields_msb_first", "--format", "gptq_v1", "--cases", r"b4_sym_g32_trivial$"]
+    assert main([*args, "--json", "--html", str(first)]) == 1
+    (tmp_path / "run.json").write_text(capsys.readouterr().out)
+    assert main(["conformance", "matrix", str(tmp_path / "run.json"), "--html", str(second)]) == 0
+    written = re.compile(r"page written [^<]*")
+    assert written.sub("", first.read_text()) == written.sub("", second.read_text())
+    assert "field order reversed within each byte or word (KC-5.1) explains 1 of 1 failing cases" in second.read_text()
+    for command in (["conformance", "matrix", "--help"], ["conformance", "kernel", "--help"]):
+        assert main(command) == 0
+        assert "conformance matrix RUN.json --html FILE" in re.sub(r"\s+", " ", capsys.readouterr().out)

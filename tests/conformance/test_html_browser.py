@@ -143,13 +143,14 @@ class Browser:
 
 @pytest.fixture(scope="module")
 def runs():
-    """Two subjects per format: the reference, a mutant that fails, one failure declared expected (run side by
-    side: each run waits on its subject's process)."""
+    """Two subjects per format: the reference, a mutant that fails, one failure declared expected; and a subject
+    that raises NotImplementedError on spqr (run side by side: each run waits on its subject's process)."""
     xfail = SubjectDeclaration.model_validate(XFAIL)
     plan = [("conformance.reference:spqr_dequantize", "spqr", SPQR_CASES, None),
             ("spqr_bugs:permutation_not_applied", "spqr", SPQR_CASES, None),
             ("conformance.reference:gptq_dequantize_v1", "gptq_v1", GPTQ_CASES, None),
-            ("gptq_bugs:g_idx_ignored", "gptq_v1", GPTQ_CASES, xfail)]
+            ("gptq_bugs:g_idx_ignored", "gptq_v1", GPTQ_CASES, xfail),
+            ("hostile_subjects:not_implemented", "spqr", SPQR_CASES, None)]
 
     def one(entry, fmt, pattern, declaration):
         result = run_kernel(entry, fmt=fmt, op="dequantize", pattern=pattern, declaration=declaration)
@@ -180,15 +181,17 @@ def _visible(b: Browser, selector: str) -> list[str]:
 
 
 def test_page_renders_every_subject_and_cell(browser, runs):
-    """The matrix shows one column per subject and each cell's pass / total as the runs recorded them."""
+    """The matrix shows one column per subject and each cell's pass / total as the runs recorded them ("not
+    implemented" where the subject raised NotImplementedError on every case it did not reject)."""
     m = Matrix(runs)
     heads = browser.js("Array.from(document.querySelectorAll('#grid thead th.subject')).map(e => e.textContent)")
-    assert heads == m.subjects and len(heads) == 3
+    assert heads == m.subjects and len(heads) == 4
     for group in m.groups:
         for s, subject in enumerate(m.subjects):
             cell = m.cell(group, subject)
             shown = browser.js(f"(document.querySelector('#grid button.open[data-row=\"{group.key}\"][data-subject=\"{s}\"]') || {{}}).textContent")
-            assert shown == (f"{cell.counts['pass']}/{cell.total}" if cell.total else None)
+            counts = "not implemented" if cell.implemented_nothing else f"{cell.counts['pass']}/{cell.total}"
+            assert shown == (counts if cell.total else None)
     assert _visible(browser, "#grid tr.group") == ["gptq_v1/dequantize", "spqr/dequantize"]
     assert _visible(browser, "#grid tr.feature") == []
 
@@ -270,6 +273,20 @@ def test_single_subject_view_filters_by_subject(browser, runs):
     assert browser.js("document.querySelector('#single-count').textContent") == \
         f"{sum(r['subject'] == choice for r in singles)} cases"
     browser.choose("#single-subject", "")
+
+
+def test_not_implemented_cell_is_grey_and_says_so(browser, runs):
+    """A subject raising NotImplementedError on every spqr case it could not reject is a grey "not implemented"
+    cell, and its cases list as not implemented, not as failures."""
+    s = Matrix(runs).subjects.index("hostile_subjects:not_implemented")
+    cell = f"#grid button.open[data-row='spqr/dequantize'][data-subject='{s}']"
+    assert browser.js(f"document.querySelector({json.dumps(cell)}).textContent") == "not implemented"
+    assert browser.js(f"getComputedStyle(document.querySelector({json.dumps(cell)}).parentElement).backgroundColor") == \
+        "rgb(217, 217, 217)"
+    browser.click(cell)
+    statuses = browser.js("Array.from(document.querySelectorAll('#drill-table tbody tr')).map(tr => tr.dataset.status)")
+    assert set(statuses) == {"not-implemented", "pass"} and statuses.count("pass") == 1
+    browser.click("#drill-close")
 
 
 def test_screenshot_is_kept(browser, runs):

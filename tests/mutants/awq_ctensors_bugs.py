@@ -31,6 +31,12 @@ def awq_order_sequential(*, qweight, qzeros, scales, group_size):
     return _awq_decode(qweight, qzeros, scales, group_size, order=SEQUENTIAL)
 
 
+
+def awq_fields_reversed(*, qweight, qzeros, scales, group_size):
+    """Field i read where AWQ puts field 7 - i (the word's nibbles taken top first, shift 28 - 4i), in
+    qweight and qzeros alike (AWQ-2.3)."""
+    return _awq_decode(qweight, qzeros, scales, group_size, order=tuple(reversed(awq.layout.ORDER)))
+
 def awq_zeros_read_as_v1(*, qweight, qzeros, scales, group_size):
     """AWQ zeros read with GPTQ v1's +1 (an exllama/GPTQ v1 kernel fed AutoAWQ zeros without the -1 repack)."""
     return _awq_decode(qweight, qzeros, scales, group_size, zero_offset=1)
@@ -121,4 +127,7 @@ MUTANTS = [
      r"ctensors_pack/read/b3_sym_g16_k80"),
     ("awq_ctensors_bugs:ct_pack_per_word", "ctensors_pack", "pack",
      "compressed-tensors 0.17.1's per-word packer (CT-2.6)", r"ctensors_pack/pack/b3_sym_g32"),
+    ("awq_ctensors_bugs:awq_fields_reversed", "awq_gemm", "dequantize",
+     "AWQ words read top field first (shift 28 - 4i): the field order reversed in qweight and qzeros",
+     r"awq_gemm/read/g32"),
 ]

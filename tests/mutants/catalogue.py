@@ -49,12 +49,25 @@ MUTANTS = [
     ("gptq_bugs:v2_zeros_labelled_v1", "gptq_v1", "pack",
      "v2 zero fields written under checkpoint_format 'gptq' (vLLM PR #38966 mislabelled checkpoints)",
      r"gptq_v1/pack/b4_sym_g32_trivial"),
+    ("gptq_bugs:fields_msb_first", "gptq_v1", "dequantize",
+     "2/4/8-bit fields unpacked top field first (shift 32 - b(i + 1)): the field order in each word reversed",
+     r"gptq_v1/read/b4_sym_g32_trivial"),
+    ("gptq_bugs:transposed_output", "gptq_v1", "dequantize",
+     "the weight returned (in, out) as unpacked, without the final transpose to torch.nn.Linear's (out, in)",
+     r"gptq_v1/read/third_party/gptqmodel/b4_sym_g128_k128_n128"),
     ("q4k_bugs:nibbles_as_consecutive_pairs", "q4_k", "dequantize",
      "q4_K codes read as consecutive nibble pairs (q4_0 order) instead of 32-byte chunks", r"q4_k/read/random_bits_0"),
     ("q4k_bugs:scales_4_to_7_nibbles_swapped", "q4_k", "dequantize",
      "6-bit scales/mins of sub-blocks 4-7 unpacked from the wrong nibbles", r"q4_k/read/random_bits_0"),
     ("q4k_bugs:plus_min", "q4_k", "dequantize",
      "q*scale + min (torchao prototype 'GGUF Q4_K'): the min's sign flipped", r"q4_k/read/random_bits_0"),
+    ("q4k_bugs:nibbles_high_first", "q4_k", "dequantize",
+     "q4_K nibble shifts exchanged: sub-block 2c from the high nibbles, 2c + 1 from the low ones, scales in place",
+     r"q4_k/read/random_bits_0"),
+    ("q4k_bugs:halves_swapped", "q4_k", "dequantize",
+     "q4_K 64-weight chunks written with their 32-weight halves (and scales) exchanged", r"q4_k/read/random_bits_0"),
+    ("q4k_bugs:scale_min_swapped", "q4_k", "dequantize",
+     "q4_K get_scale_min_k4's sc and m used in each other's place", r"q4_k/read/random_bits_0"),
     ("q4k_bugs:positive_zeros", "q4_k", "dequantize",
      "-0.0 turned into +0.0 by adding a dense zero matrix (w + 0.0) after a correct decode", r"q4_k/read/zero_[01]"),
     ("q4k_bugs:matmul_fp16_accumulation", "q4_k", "matmul",
@@ -85,3 +98,21 @@ from ternary_fp4_bugs import MUTANTS as _TQMX  # noqa: E402
 from awq_ctensors_bugs import MUTANTS as _AWQCT  # noqa: E402
 
 MUTANTS += _LEGACY + _KQKX + _KQX + _IQ4 + _IQGRID + _TQMX + _AWQCT
+
+# The misreading the runner must name for a mutant (spec/kernels.md KC-5.1 to KC-5.5), or None where no
+# known misreading explains its answers; test_diagnoses.py checks each on the cases of the pattern given.
+DIAGNOSED = {
+    "gptq_bugs:fields_msb_first": ("field order reversed within each byte or word", r"gptq_v1/read/b[248]_(?!.*zero0).*"),
+    "gptq_bugs:transposed_output": ("transposed output", r"gptq_v1/read/(b4_sym_g32_trivial|third_party/gptqmodel/b4_sym_g128_k128_n128)"),
+    "awq_ctensors_bugs:awq_fields_reversed": ("field order reversed within each byte or word", r"awq_gemm/read/g(32|64)"),
+    "q4k_bugs:nibbles_high_first": ("field order reversed within each byte or word", r"q4_k/read/random_bits_[01]"),
+    "q4k_bugs:halves_swapped": ("low and high halves of the block swapped", r"q4_k/read/random_bits_[01]"),
+    "q4k_bugs:scale_min_swapped": ("scale and min swapped", r"q4_k/read/random_bits_[01]"),
+    "legacy_bugs:q4_1_d_m_swapped": ("scale and min swapped", r"q4_1/read/random_bits_[01]"),
+    "legacy_bugs:q5_0_nibbles_high_first": ("field order reversed within each byte or word", r"q5_0/read/random_bits_[01]"),
+    "kquants_qkx_bugs:q2k_scale_min_nibbles_swapped": ("scale and min swapped", r"q2_k/read/random_bits_[01]"),
+    "iq4_bugs:iq4_xs_scales_l_nibbles_swapped": ("field order reversed within each byte or word", r"iq4_xs/read/random_bits_[01]"),
+    "legacy_bugs:q8_0_codes_unsigned": (None, r"q8_0/read/random_bits_[01]"),
+    "legacy_bugs:q4_0_nibbles_as_consecutive_pairs": (None, r"q4_0/read/random_bits_[01]"),
+    "awq_ctensors_bugs:awq_order_sequential": (None, r"awq_gemm/read/.*"),
+}

@@ -68,6 +68,34 @@ def straddle_fields_lost(*, qweight, qzeros, scales, g_idx, bits, group_size):
     return _decode(codes, zeros, scales, np.asarray(g_idx, np.intp))
 
 
+
+def _unpack_msb_first(words: np.ndarray, bits: int, axis: int) -> np.ndarray:
+    """Field i of each word read at shift 32 - b(i + 1), the top field first (a packing read big-end first)."""
+    w = np.moveaxis(np.asarray(words).view(np.uint32), axis, 0)
+    per = 32 // bits
+    shifts = (32 - bits * (np.arange(per) + 1)).astype(np.uint32)
+    fields = (w[:, None] >> shifts[None, :, None]) & np.uint32((1 << bits) - 1)
+    return np.moveaxis(fields.reshape(-1, w.shape[1]).astype(np.int64), 0, axis)
+
+
+def fields_msb_first(*, qweight, qzeros, scales, g_idx, bits, group_size):
+    """2/4/8-bit qweight and qzeros fields unpacked top field first (shift 28 - 4i at 4 bits), where GPTQ
+    puts field i at bits bi .. bi + b - 1 (GPTQ-2.3); 3-bit layers decode right."""
+    if 32 % bits:
+        return gptq.dequantize(_layer(qweight, qzeros, scales, g_idx), bits=bits, version="v1", group_size=group_size)
+    scales = np.asarray(scales)
+    codes = _unpack_msb_first(qweight, bits, axis=0)
+    zeros = _unpack_msb_first(qzeros, bits, axis=1)[:, :scales.shape[1]] + 1
+    k = codes.shape[0]
+    groups = np.arange(k) // (k if group_size == -1 else group_size) if g_idx is None else np.asarray(g_idx, np.intp)
+    return _decode(codes, zeros, scales, groups)
+
+
+def transposed_output(*, qweight, qzeros, scales, g_idx, bits, group_size):
+    """The weight returned as unpacked, (in, out), without the final transpose to torch.nn.Linear's (out, in)."""
+    w = gptq.dequantize(_layer(qweight, qzeros, scales, g_idx), bits=bits, version="v1", group_size=group_size)
+    return np.ascontiguousarray(np.asarray(w).T)
+
 def matmul_fp16_accumulation(*, qweight, qzeros, scales, g_idx, bits, group_size, x):
     """y accumulated in float16, one term at a time (a GEMV loop with a half-precision accumulator)."""
     w = np.ascontiguousarray(gptq.dequantize(_layer(qweight, qzeros, scales, g_idx), bits=bits, version="v1",

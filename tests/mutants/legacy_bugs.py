@@ -115,6 +115,27 @@ def q8_0_positive_zeros(*, blocks, rows, n):
     return ggml.dequantize("q8_0", blocks) + np.float32(0)
 
 
+def q4_1_d_m_swapped(*, blocks, rows, n):
+    """q4_1 read with ``m`` at byte 0 and ``d`` at byte 2: block_q4_1's ``ggml_half2 dm`` unpacked in the
+    wrong order (LEG-3.1)."""
+    blk = _blocks(blocks, 20)
+    with np.errstate(all="ignore"):
+        y = legacy.unpack_nibbles(blk[:, 4:]).astype(F32) * _fp16(blk, 2) + _fp16(blk, 0)
+    return y.reshape(rows, -1)
+
+
+def q5_0_nibbles_high_first(*, blocks, rows, n):
+    """q5_0 weight j takes the high nibble of qs[j] and weight j + 16 the low one, while the fifth bits stay
+    where they belong (bit j, bit j + 16 of qh): the nibble shifts exchanged (LEG-1.2)."""
+    blk = _blocks(blocks, 22)
+    qs = blk[:, 6:]
+    low = np.concatenate([qs >> 4, qs & 15], axis=1)
+    codes = low | legacy.unpack_fifth_bits(blk[:, 2:6])
+    with np.errstate(all="ignore"):
+        y = (codes.astype(F32) - F32(16)) * _fp16(blk, 0)
+    return y.reshape(rows, -1)
+
+
 MUTANTS = [
     ("legacy_bugs:q4_0_nibbles_as_consecutive_pairs", "q4_0", "dequantize",
      "q4_0 codes read as neighbouring nibble pairs (ggml's layout before llama.cpp PR #1405, GGML_QNT_VERSION 0)",
@@ -136,4 +157,9 @@ MUTANTS = [
     ("legacy_bugs:q8_0_floor_plus_half", "q8_0", "quantize",
      "q8_0 encoder rounding by floor(|v| + 0.5) in float32 (GPTQModel _gguf_roundf, PR #3058 review)",
      r"q8_0/quantize/exact_ties"),
+    ("legacy_bugs:q4_1_d_m_swapped", "q4_1", "dequantize",
+     "q4_1 d and m read in each other's place (block_q4_1's half2 dm unpacked as m, d)", r"q4_1/read/random_bits_0"),
+    ("legacy_bugs:q5_0_nibbles_high_first", "q5_0", "dequantize",
+     "q5_0 nibble shifts exchanged: weight j from the high nibble, j + 16 from the low, fifth bits in place",
+     r"q5_0/read/random_bits_0"),
 ]

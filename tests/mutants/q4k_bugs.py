@@ -73,3 +73,30 @@ def positive_zeros(*, blocks, rows, n):
     """The reference with every -0.0 turned into +0.0: what adding a dense matrix (``w + 0.0``, a
     materialised correction or outlier term) does to a correct decode."""
     return q4_k.dequantize(blocks) + F32(0)
+
+
+def nibbles_high_first(*, blocks, rows, n):
+    """Sub-block 2c takes the high nibbles of chunk c and sub-block 2c + 1 the low ones, each with its own
+    scale: the shifts of ``q[l] & 0xF`` and ``q[l] >> 4`` exchanged in the decode loop (Q4K-1.5)."""
+    blk, d, dmin = _fields(blocks)
+    qs = blk[:, 16:].reshape(-1, 4, 32)
+    codes = np.stack([qs >> 4, qs & 15], axis=2).reshape(-1, 256)
+    sc, m = unpack_scales(blk[:, 4:16])
+    return _assemble(codes, sc, m, d, dmin, rows)
+
+
+def halves_swapped(*, blocks, rows, n):
+    """Each 64-weight chunk written with its two 32-weight halves exchanged (the low-nibble half, with its
+    scale, stored where the high-nibble half goes): an output pointer advanced in the wrong order (Q4K-1.5)."""
+    blk, d, dmin = _fields(blocks)
+    sc, m = unpack_scales(blk[:, 4:16])
+    y = _assemble(_codes_spec(blk), sc, m, d, dmin, rows).reshape(-1, 4, 2, 32)
+    return np.ascontiguousarray(y[:, :, ::-1]).reshape(rows, -1)
+
+
+def scale_min_swapped(*, blocks, rows, n):
+    """``get_scale_min_k4`` results taken in the wrong order: the 6-bit min used as the scale and the scale
+    as the min (Q4K-1.4)."""
+    blk, d, dmin = _fields(blocks)
+    sc, m = unpack_scales(blk[:, 4:16])
+    return _assemble(_codes_spec(blk), m, sc, d, dmin, rows)
