@@ -79,6 +79,9 @@ real-subjects: $(STAMP)
 	  echo "$(AUTOAWQ_SHA256)  $(REAL)/src/autoawq-$(AUTOAWQ_VERSION).tar.gz" | sha256sum --check --quiet && \
 	  tar -xzf $(REAL)/src/autoawq-$(AUTOAWQ_VERSION).tar.gz -C $(REAL)/src && touch $(REAL)/.installed-awq-ct; \
 	} >> $(VENV)/real-install.log 2>&1 || echo "real subjects (AutoAWQ, compressed-tensors): install failed, see $(VENV)/real-install.log"
+	@test -f $(REAL)/.installed-bnb || test ! -f $(REAL_STAMP) || { \
+	  $(REAL)/bin/python -m pip install -q torch==2.13.0 bitsandbytes==0.50.2 && touch $(REAL)/.installed-bnb; \
+	} >> $(VENV)/real-install.log 2>&1 || echo "real subjects (bitsandbytes): install failed, see $(VENV)/real-install.log"
 
 # The ggml oracle (Q4K-6.2): ggml's own q4_K quantizer and decoder, built from the C source that the
 # ggml-py sdist vendors (vendor/ggml: ggml 0.10.1, llama.cpp sync 3142f1db), pinned by hash. Only

@@ -39,9 +39,12 @@ CHAPTER_OF_PREFIX = {
     "TQ": "ggml_ternary_fp4.md",
     "MX": "ggml_ternary_fp4.md",
     "AWQ": "awq.md",
+    "FP8": "fp8.md",
     "CT": "compressed_tensors.md",
     "KC": "kernels.md",
     "FE": "float_elements.md",
+    "FP4": "fp4.md",
+    "BNB": "bnb.md",
 }
 CLAUSE_ID = rf"(?:{'|'.join(CHAPTER_OF_PREFIX)})-\d+(?:\.\d+)?"
 DEFINITION = re.compile(rf"^(?:#{{1,6}}\s+|\s*(?:[-*]\s+)?\*\*)({CLAUSE_ID})\b", re.MULTILINE)

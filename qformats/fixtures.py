@@ -44,7 +44,8 @@ class FixtureEntry(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     id: str
-    format: Literal["gptq", "spqr", "q4_k", "ggml", "awq", "ctensors", "gguf", "safetensors"]
+    format: Literal["gptq", "spqr", "q4_k", "ggml", "awq", "ctensors", "fp8", "fp8_deepseek", "fp4",
+                    "gpt_oss_mxfp4", "modelopt_fp4", "bnb", "gguf", "safetensors"]
     kind: Literal["layer", "checkpoint", "container"]
     clauses: tuple[str, ...]
     features: tuple[str, ...] = ()

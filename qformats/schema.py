@@ -26,6 +26,8 @@ FORMATS = {
     "spqr": "qformats.formats.spqr.layout",
     "awq": "qformats.formats.awq.layout",
     "compressed_tensors": "qformats.formats.ctensors.layout",
+    "fp8": "qformats.formats.fp8.layout",
+    "fp4": "qformats.formats.fp4.layout",
     "gguf": "qformats.containers.gguf",
 }
 # the CLI's JSON documents (validate --json, inspect --json, could-not-run): one shape for every format

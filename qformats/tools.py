@@ -133,7 +133,8 @@ def _no_match(name: str, candidates: list[str], code: str, constraint: str, file
 def _safetensors_plan(ckpt: Checkpoint, names: list[str], every: bool, options: dict[str, Any]) -> list[Planned]:
     """Quantized layers decoded by their format (one at a time, when written); other tensors copied as stored."""
     layers = {g.name: g for g in group_layers(ckpt.tensor_names(), ckpt.config)[0]}
-    quantized = {full: g.name for g in layers.values() for suffix, full in g.tensors.items() if suffix != "bias"}
+    quantized = {full: g.name for g in layers.values() for suffix, full in g.tensors.items()
+                 if not suffix.endswith("bias")}      # gpt-oss experts' gate_up_proj_bias: copied as stored
     chosen: dict[str, LayerGroup] = {}
     copies: dict[str, None] = {}
     for name in names:
@@ -158,10 +159,17 @@ def _safetensors_plan(ckpt: Checkpoint, names: list[str], every: bool, options: 
         copies = dict.fromkeys(t for t in ckpt.tensor_names() if t not in quantized)
     if any(g.format != "gptq" for g in chosen.values()):
         _refuse_reader(options, "a " + next(f"{g.format} layer ({g.name})" for g in chosen.values() if g.format != "gptq"))
-    written = {f"{g}.weight" for g in chosen}
-    plan: list[Planned] = [(f"{g.name}.weight", functools.partial(_decoded_layer, ckpt, g, options), True)
-                           for g in chosen.values()]
+    plan: list[Planned] = [(f"{g.name}.{out}", functools.partial(_decoded_layer, ckpt, g, {**options, **extra}), True)
+                           for g in chosen.values() for out, extra in _outputs(g)]
+    written = {name for name, _, _ in plan}
     return plan + [(t, functools.partial(_copied, ckpt, t), False) for t in copies if t not in written]
+
+
+def _outputs(group: LayerGroup) -> list[tuple[str, dict[str, str]]]:
+    """The weights a module decodes to: ``weight``, or those its format's ``outputs(group)`` names (gpt-oss
+    experts: one per projection, spec/fp4.md FP4-3.8), each asked for with ``output=``."""
+    outputs = getattr(registry.FACES[group.format].layers, "outputs", None)
+    return [("weight", {})] if outputs is None else [(out, {"output": out}) for out in outputs(group)]
 
 
 def _decoded_layer(ckpt: Checkpoint, group: LayerGroup, options: dict[str, Any]) -> tuple[np.ndarray, str, str]:

@@ -36,13 +36,15 @@ COULD_NOT_RUN = frozenset(COULD_NOT_RUN_CODES) | {"checkpoint.format.unsupported
 # Other layouts, recognised by tensor name and never decoded (QF-5.2).
 FOREIGN_SUFFIXES = {"B": "GPTQ Marlin (B, s)", "SCB": "bitsandbytes int8", "absmax": "bitsandbytes 4-bit",
                     "quant_map": "bitsandbytes 4-bit", "bitsandbytes__nf4": "bitsandbytes nf4",
-                    "bitsandbytes__fp4": "bitsandbytes fp4", "weight_scale": "FP8 / compressed-tensors"}
+                    "bitsandbytes__fp4": "bitsandbytes fp4",
+                    # FP8 modules of checkpoints whose config names no FP8 layout (spec/fp8.md FP8-4.1)
+                    "weight_scale": "FP8 / compressed-tensors", "weight_scale_inv": "FP8 (DeepSeek)"}
 # bitsandbytes keeps a 4-bit Linear's state under ``<module>.weight.`` (absmax, quant_state.bitsandbytes__nf4)
 BNB_STATE = re.compile(r"\.weight(\.quant_state)?$")
 # findings, one per module, that say a module of a covered format was left unchecked (QF-5.2)
 NOT_CHECKED = frozenset({"ctensors.scheme.uncovered"})
 # quant_method values of other formats; a format's own other layouts are refused by its layers module.
-FOREIGN_METHODS = {"bitsandbytes": "bitsandbytes", "fp8": "FP8", "marlin": "GPTQ Marlin",
+FOREIGN_METHODS = {"marlin": "GPTQ Marlin",
                    "gptq_marlin": "GPTQ Marlin", "bitblas": "BitBLAS", "exl2": "EXL2", "hqq": "HQQ",
                    "aqlm": "AQLM", "quanto": "quanto", "eetq": "EETQ"}
 
@@ -88,17 +90,35 @@ def group_layers(names: list[str], config: Any = None) -> tuple[list[LayerGroup]
     ``claims(config)`` says so. Also return the modules of foreign layouts, each with its unclaimed tensors."""
     by_prefix: dict[str, dict[str, str]] = {}
     for full in names:
-        prefix, _, suffix = full.rpartition(".")
+        prefix, suffix = split_name(full)
         by_prefix.setdefault(prefix, {})[suffix] = full
     layers: list[LayerGroup] = []
     unclaimed: dict[str, list[str]] = {}
     for prefix, members in sorted(by_prefix.items()):
-        owner = _owner([f for f in _module_faces() if f.layers.ANCHOR in members], config)
+        owner = _owner([f for f in _module_faces() if not set(_anchors(f)).isdisjoint(members)], config, prefix)
         if owner is not None:
             layers.append(LayerGroup(prefix, owner.name, {s: members[s] for s in owner.layers.SUFFIXES if s in members}))
         unclaimed[prefix] = [full for suffix, full in members.items()
                              if owner is None or suffix not in owner.layers.SUFFIXES]
     return layers, _foreign_modules(unclaimed)
+
+
+def split_name(full: str) -> tuple[str, str]:
+    """(module, suffix) of a tensor name: a format's ``split_name`` where it claims the name (bitsandbytes keeps
+    a module's state under ``<module>.weight.``, spec/bnb.md BNB-1.1), else the last dotted component."""
+    for face in _module_faces():
+        split = getattr(face.layers, "split_name", None)
+        got = split(full) if split is not None else None
+        if got is not None:
+            return got
+    prefix, _, suffix = full.rpartition(".")
+    return prefix, suffix
+
+
+def _anchors(face: registry.Face) -> tuple[str, ...]:
+    """A face's anchor suffixes: ``ANCHOR`` is one suffix or a tuple of them (bitsandbytes: nf4, fp4, int8)."""
+    anchor = face.layers.ANCHOR
+    return (anchor,) if isinstance(anchor, str) else tuple(anchor)
 
 
 def _foreign_modules(unclaimed: dict[str, list[str]]) -> dict[str, list[str]]:
@@ -118,9 +138,15 @@ def _foreign_suffix(name: str) -> str | None:
     return FOREIGN_SUFFIXES.get(name.rpartition(".")[2])
 
 
-def _owner(candidates: list[registry.Face], config: Any) -> registry.Face | None:
-    """The face that claims a module: one whose ``claims(config)`` is true, else the first without a claim hook."""
-    claimed = [f for f in candidates if getattr(f.layers, "claims", None) is not None and f.layers.claims(config)]
+def _owner(candidates: list[registry.Face], config: Any, module: str = "") -> registry.Face | None:
+    """The face that claims a module: one whose ``claims(config)`` is true, else the first without a claim hook.
+    A face with ``CLAIMS_BY_MODULE`` is asked ``claims(config, module)`` and, claiming, goes first: it looked at
+    the module (a compressed-tensors config quantizes each module by its own group's format, FP4-5.3)."""
+    def says(f: registry.Face) -> bool:
+        by_module = getattr(f.layers, "CLAIMS_BY_MODULE", False)
+        return f.layers.claims(config, module) if by_module else f.layers.claims(config)
+    claimed = sorted((f for f in candidates if getattr(f.layers, "claims", None) is not None and says(f)),
+                     key=lambda f: not getattr(f.layers, "CLAIMS_BY_MODULE", False))
     return next(iter(claimed), None) or next((f for f in candidates if getattr(f.layers, "claims", None) is None), None)
 
 
@@ -317,11 +343,11 @@ def _whole_checkpoint(ckpt: Checkpoint, layers: list[LayerGroup]) -> list[Findin
     """CKPT-5.4 .. 5.6 from the names alone: layers against the config, modules across layers, partners."""
     names = ckpt.tensor_names()
     claimed = {layer.name for layer in layers}
-    modules = sorted({name.rpartition(".")[0] for name in names})
+    modules = sorted({split_name(name)[0] for name in names})
     leftovers: dict[str, set[str]] = {}
     for name in names:
-        if name.rpartition(".")[0] not in claimed:
-            prefix, _, suffix = name.rpartition(".")
+        prefix, suffix = split_name(name)
+        if prefix not in claimed:
             leftovers.setdefault(prefix, set()).add(suffix)
     return completeness(modules, ckpt.model_config) + partial_modules(leftovers, _partner_suffixes())
 
@@ -329,7 +355,7 @@ def _whole_checkpoint(ckpt: Checkpoint, layers: list[LayerGroup]) -> list[Findin
 def _partner_suffixes() -> list[tuple[str, str, frozenset[str]]]:
     """(format, anchor, the suffixes only that format's modules hold) for CKPT-5.6."""
     shared = {"weight", "bias", *FOREIGN_SUFFIXES}
-    return [(face.name, face.layers.ANCHOR, frozenset(face.layers.SUFFIXES) - {face.layers.ANCHOR} - shared)
+    return [(face.name, " or ".join(_anchors(face)), frozenset(face.layers.SUFFIXES) - set(_anchors(face)) - shared)
             for face in _module_faces()]
 
 
@@ -337,16 +363,16 @@ def _account(ckpt: Checkpoint, all_layers: list[LayerGroup], layers: list[LayerG
              rows: list[dict[str, Any]], findings: list[Finding], deep: bool, fmt: str) -> dict[str, Any]:
     """CKPT-5.1: every tensor checked or named with the reason; CKPT-5.2/5.3 on the tensors no format holds."""
     partial = {f.tensor for f in findings if f.code == "ckpt.module.partial"}
-    orphans = {name for name in ckpt.tensor_names() if name.rpartition(".")[0] in partial}
+    orphans = {name for name in ckpt.tensor_names() if split_name(name)[0] in partial}
     formats = {layer.name: layer.format for layer in all_layers}
-    strays = {name for name in ckpt.tensor_names() if name.rpartition(".")[0] in formats} - \
+    strays = {name for name in ckpt.tensor_names() if split_name(name)[0] in formats} - \
         {full for layer in all_layers for full in layer.tensors.values()}
     quantized = {full for layer in all_layers for full in layer.tensors.values()} | orphans | strays | \
         {name for names in foreign.values() for name in names}
     kinds = inventory.tensor_kinds(ckpt, quantized)
     unchecked = dict.fromkeys(orphans, "ckpt.module.partial: a module without its anchor tensor (CKPT-5.6)")
     for name in strays:
-        unchecked[name] = f"a tensor the {formats[name.rpartition('.')[0]]} layout does not have: not read"
+        unchecked[name] = f"a tensor the {formats[split_name(name)[0]]} layout does not have: not read"
     done = {row["layer"] for row in rows}
     asked = {layer.name for layer in layers}
     for layer in all_layers:

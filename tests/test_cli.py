@@ -53,7 +53,7 @@ def test_schema_without_argument_is_one_json_document(capsys):
     """`qformats schema` prints one object keyed by format, valid JSON as a whole."""
     assert main(["schema"]) == 0
     assert set(json.loads(capsys.readouterr().out)) == {"gptq", "q4_k", "spqr", "gguf", "awq",
-                                                             "compressed_tensors"}
+                                                             "compressed_tensors", "fp8", "fp4"}
 
 
 def test_broken_pipe_is_not_an_internal_error():

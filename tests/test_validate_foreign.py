@@ -62,12 +62,14 @@ def test_several_fp8_modules_are_counted_in_the_plural(tmp_path):
                f"'{GATE}' and 1 more; not checked", 2)]
 
 
-def test_a_module_with_two_foreign_tensors_is_one_module(tmp_path):
-    """QF-5.2: "bitsandbytes' `<module>.weight.absmax`, `.weight.quant_map` and `.weight.quant_state.*` belong
-    to `<module>`": absmax and quant_map (two foreign suffixes) and the nf4 state make one module."""
-    assert _unsupported(_with_extra(tmp_path, _bnb4(GATE))) == [
-        (GATE, "1 module (4 tensors) is in a layout qformats does not decode (bitsandbytes 4-bit, bitsandbytes "
-               f"nf4): '{GATE}'; not checked", 1)]
+def test_bitsandbytes_state_under_weight_is_one_module_of_its_own_room(tmp_path):
+    """QF-5.2, BNB-1.1: bitsandbytes' `<module>.weight.absmax`, `.weight.quant_map` and `.weight.quant_state.*` belong
+    to `<module>`, which spec/bnb.md now covers: no foreign warning, one module checked, its zero-filled
+    quant_state reported under its own name."""
+    report = validate(str(_with_extra(tmp_path, _bnb4(GATE))))
+    assert _unsupported(_with_extra(tmp_path / "again", _bnb4(GATE))) == []
+    assert [(f.code, f.tensor) for f in report.findings if f.severity == "error"] == [
+        ("bnb.state.invalid", f"{GATE}.weight.quant_state.bitsandbytes__nf4")]
 
 
 def test_tensors_a_covered_format_claims_are_not_counted(tmp_path):

@@ -1,7 +1,7 @@
 """The registry of formats: every consumer of per-format knowledge walks these faces (DESIGN.md §1).
 
 A format is one room: ``qformats/formats/<name>/`` with its chapter, kernels and fixtures. Its package
-exposes one :class:`Face` (``FACE`` in ``<name>/face.py``); ``validate``, the CLI tools and the
+exposes one :class:`Face` (``FACE`` in ``<name>/face.py``), or a family room one per anchor tensor (``FACES``); ``validate``, the CLI tools and the
 conformance runner look formats up here and never branch on a format's name.
 """
 
@@ -20,7 +20,7 @@ from ..errors import fail
 
 __all__ = ["Face", "FACES", "subject_format", "SUBJECT_FORMATS", "all_cases"]
 
-PACKAGES = ("gptq", "spqr", "q4_k", "ggml", "awq", "ctensors")
+PACKAGES = ("gptq", "spqr", "q4_k", "ggml", "awq", "ctensors", "fp8", "fp4", "bnb")
 
 
 @dataclass(frozen=True)
@@ -54,7 +54,9 @@ class Face:
 
 
 def _load() -> Mapping[str, Face]:
-    faces = [import_module(f"qformats.formats.{name}.face").FACE for name in PACKAGES]
+    # a family room with more than one anchor (fp8: weight_scale, weight_scale_inv) exposes FACES
+    modules = [import_module(f"qformats.formats.{name}.face") for name in PACKAGES]
+    faces = [face for module in modules for face in getattr(module, "FACES", (module.FACE,))]
     return MappingProxyType({f.name: f for f in faces})
 
 

@@ -78,7 +78,12 @@ def test_golden_file_tensors_match_library(rel):
     assert _same_as_library(FIXTURES / rel) >= 1
 
 
-@pytest.mark.parametrize("rel", GOLDEN[:3])
+def _numpy_typed(rel: str) -> bool:
+    """Files whose every dtype safetensors' NumPy framework returns (it has no bfloat16 or float8 dtype)."""
+    return all(not t.dtype.startswith(("BF16", "F8")) for t in read_header(FIXTURES / rel).tensors.values())
+
+
+@pytest.mark.parametrize("rel", [rel for rel in GOLDEN if _numpy_typed(rel)][:3])
 def test_numpy_values_match_library(rel):
     """open_tensor's typed arrays equal safe_open(framework="numpy").get_tensor for every tensor."""
     path = FIXTURES / rel

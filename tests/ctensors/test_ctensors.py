@@ -156,15 +156,17 @@ def test_ignored_module_holding_packed_weights_is_an_error(tmp_path):
         ("ctensors.config.tensor_mismatch", "model.layers.0.mlp.up_proj")]
 
 
-def test_other_compressed_tensors_format_is_refused(tmp_path):
-    """CT-1.2: a float-quantized (FP8) compressed-tensors checkpoint is a format not covered (exit 2)."""
+def test_int_modules_under_a_float_quantized_config_contradict_it(tmp_path):
+    """CT-5.4 (float-quantized is covered by spec/fp8.md FP8-4.3): pack-quantized tensors under a config whose
+    only group is float-quantized are each named as contradicting their group."""
     ckpt, config = _copy(tmp_path, "w4_sym_group32")
     config["quantization_config"]["format"] = "float-quantized"
     config["quantization_config"]["config_groups"]["group_0"]["format"] = "float-quantized"
     (ckpt / "config.json").write_text(json.dumps(config))
-    with pytest.raises(QFormatsError) as err:
-        validate(str(ckpt))
-    assert (err.value.code, err.value.tensor) == ("checkpoint.format.unsupported", "format")
+    report = validate(str(ckpt))
+    assert report.verdict == "invalid"
+    assert sorted(f.tensor for f in report.findings if f.code == "ctensors.config.tensor_mismatch") == [
+        "model.layers.0.mlp.down_proj", "model.layers.0.mlp.up_proj", "model.layers.0.self_attn.q_proj"]
 
 
 def test_awq_and_ct_checkpoints_agree_after_conversion():

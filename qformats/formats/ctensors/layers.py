@@ -471,6 +471,8 @@ def refuse_other_layout(config: dict[str, Any]) -> None:
     formats = sorted({str(s.format or parsed.format) for s in parsed.config_groups.values()})
     packed = [s for s in parsed.config_groups.values() if (s.format or parsed.format) == "pack-quantized"
               and s.weights is not None and s.weights.type == "int"]
+    if not packed and {"float-quantized", "nvfp4-pack-quantized", "mxfp4-pack-quantized"} & set(formats):
+        return                                      # FP8, FP4: their rooms' (spec/fp8.md FP8-1.1, spec/fp4.md FP4-1.1)
     if not packed:
         raise fail("checkpoint.format.unsupported", "format", "pack-quantized int weights (CT-1.2)",
                    f"compressed-tensors {', '.join(formats)}")
