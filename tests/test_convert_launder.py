@@ -289,3 +289,35 @@ def test_a_repack_that_would_hide_an_ambiguous_layout_is_refused(tmp_path):
                           "fit both is copied as it is under a config whose version then says dense (CT-4.7); set the "
                           "version that wrote the checkpoint in config.json's quantization_config first (CT-2.6)",
                           "1 module fitting both layouts beside 2 modules in the per-word one", "model.safetensors")
+
+
+# -- the sweep (issue 28's done-when): every convert output validates no better than its input -----------------
+
+# A per-word module converted is read by its widths alone, so the warning about other readers is repaired (CT-4.7).
+REPAIRED = {"ctensors.layout.word"}
+
+
+def _convertible() -> list[Path]:
+    dirs = {p.parent for p in FIXTURES.rglob("*.safetensors")} | {p.parent for p in FIXTURES.rglob("*.index.json")}
+    return sorted(d for d in dirs if (d / "config.json").exists() or (d / "quantize_config.json").exists())
+
+
+@pytest.mark.parametrize("source", _convertible(), ids=lambda p: str(p.relative_to(FIXTURES)))
+def test_every_convert_output_validates_no_better_than_its_input(source, tmp_path):
+    """GPTQ-7.4, AWQ-4.4, CT-4.7: for every fixture and every target, convert refuses (leaving the input as it
+    was) or writes a checkpoint whose verdict is no better and whose findings keep every code of the input's."""
+    try:
+        before = validate(str(source), jobs=1)
+    except QFormatsError:
+        return                                   # could not run: nothing for convert to keep either
+    codes = {f.code for f in before.findings if f.severity != "info"} - REPAIRED
+    for to in ("gptq_v2", "gptq", "awq_gemm", "compressed_tensors"):
+        out, digest_before = tmp_path / to, digest(source)
+        try:
+            convert(str(source), str(out), to=to)
+        except QFormatsError:
+            assert digest(source) == digest_before and not out.exists()
+            continue
+        after = validate(str(out), jobs=1)
+        assert not (before.verdict == "invalid" and after.verdict == "valid"), (to, [f.code for f in before.findings])
+        assert codes <= {f.code for f in after.findings}, (to, codes, [f.code for f in after.findings])
