@@ -19,7 +19,8 @@ import pytest
 from qformats.errors import QFormatsError
 from qformats.formats import ggml
 from qformats.formats.ggml import kquants_qkx as kq
-from qformats.formats.q4_k.codec import unpack_scales
+from qformats.formats.ggml.cases import SCALE_CLASSES, random_blocks
+from qformats.formats.ggml.kmachinery_qkx import DECODE_BLOCKS, SCALE_BLOCKS, unpack_scales
 
 LIB_PATH = os.environ.get("QFORMATS_GGML_LIB")
 needs_oracle = pytest.mark.skipif(not LIB_PATH, reason="set QFORMATS_GGML_LIB to a ggml build to run")
@@ -335,3 +336,18 @@ def test_encoders_agree_with_ggml_across_encoder_passes(name):
     for importance in (None, w):
         np.testing.assert_array_equal(ggml.quantize(name, x, importance=importance),
                                       ggml_lib.quantize(name, x, importance))
+
+
+@needs_oracle
+@pytest.mark.parametrize("name", ["q2_k", "q4_k", "q5_k"])
+def test_decoders_agree_with_ggml_across_decode_passes(name):
+    """GGML-2.2, Q4K-3.1, KQ-2.2, KQ-5.2: more super-blocks than one group of scales and several decode passes
+    hold (SCALE_BLOCKS + DECODE_BLOCKS + 5, the last pass partial), every scale class in turn so that passes
+    start inside a class, non-finite d and dmin included: dequantize_row_<type>'s values bit for bit."""
+    from conformance.adapters import ggml as ggml_lib
+
+    bt, rng = ggml.TYPES[name], _rng("decode-passes", name)
+    rows = -(-(SCALE_BLOCKS + DECODE_BLOCKS + 5) // len(SCALE_CLASSES))
+    blocks = np.concatenate([random_blocks(bt, rng, rows, 256, c) for c in SCALE_CLASSES])
+    assert blocks.shape[0] > SCALE_BLOCKS + DECODE_BLOCKS
+    np.testing.assert_array_equal(bits(ggml.dequantize(name, blocks)), bits(ggml_lib.dequantize(name, blocks)))

@@ -78,7 +78,9 @@ def dequantize(t: BlockType | str, blocks: Any, *, strict: bool = False) -> np.n
     flat = arr.reshape(rows * nb, bt.type_size)
     step = max(1, DECODE_CHUNK_BYTES // bt.type_size)
     with np.errstate(all="ignore"):         # inf * 0 and friends in invalid blocks, as in C
-        if rows * nb <= step:               # one pass: the type's own output, no copy
+        # one call, the type's own output, no copy: when it fits one pass, or when the decoder bounds its
+        # temporaries by passes of its own (``bounded_passes``, kmachinery_qkx.py)
+        if rows * nb <= step or getattr(bt.decode, "bounded_passes", False):
             return bt.decode(flat).astype(bt.out_dtype, copy=False).reshape(rows, nb * bt.block_size)
         out = np.empty((rows * nb, bt.block_size), bt.out_dtype)
         for start in range(0, rows * nb, step):

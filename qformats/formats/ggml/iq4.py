@@ -7,7 +7,7 @@ times a signed 6-bit sub-scale ``ls - 32`` per 32. Decoding is bit-identical to 
 ``quantize_iq4_xs``, which both run ``quantize_row_iq4_nl_impl`` (``ntry = 7``) with and without an
 importance vector (IQ-2.5 .. IQ-2.7, IQ-3.5).
 
-Float32 discipline as in ``qformats.formats.q4_k.codec``: every 32-weight group is a column of a
+Float32 discipline as in ``qformats.formats.ggml.kmachinery_qkx``: every 32-weight group is a column of a
 ``(32, S)`` array, C's in-order reductions are in-order loops over the 32 rows (``seq_sum``), every
 C expression is evaluated with exactly its float32 rounding steps, divisions stay divisions. The 16
 candidate scales of the search do not depend on each other's results, so their sums are computed
@@ -20,7 +20,7 @@ import numpy as np
 
 from ...containers.ggml_types import QK_K
 from ...numerics import nearest_int
-from ..q4_k.codec import seq_sum
+from .kmachinery_qkx import seq_sum
 from .base import F32, BlockType, fp16_field
 
 __all__ = ["TYPES", "KVALUES_IQ4NL", "best_index", "unpack_codes", "pack_codes", "xs_sub_scales", "pack_xs_scales",

@@ -3,7 +3,7 @@
 q2_K and q5_K are q4_K's siblings: ``y = d*sc*q - dmin*m`` per sub-block, codes found by ggml's
 affine search (``make_qkx2_quants`` on the reference path, ``make_qkx3_quants`` + ``make_qp_quants``
 on the importance path), then requantized against the stored scales. The machinery is q4_K's
-(``qformats.formats.q4_k``, spec Q4K-1.4, Q4K-4.2, Q4K-4.6), imported, never copied; what q4_K
+(spec Q4K-1.4, Q4K-4.2, Q4K-4.6), written once in ``kmachinery_qkx`` for the three of them; what q4_K
 hardcodes (15 as the code maximum, 144-byte blocks, squared error) is generalised here.
 
 Same float32 discipline as q4_K: one sub-block per column of a ``(rows_in_sub_block, S)`` float32
@@ -23,12 +23,12 @@ import numpy as np
 
 from ...containers.ggml_types import QK_K
 from ...numerics import nearest_int
-from ..q4_k.codec import (affine_search, clamp_codes, pack_codes, pack_scales, running_max, seq_sum,
-                          unpack_codes, unpack_scales)
-from ..q4_k.importance import make_qp_quants
 from .base import F32, BlockType, fp16_field
+from .kmachinery_qkx import (DECODE_BLOCKS, affine_decode, affine_search, block_field, bounded_passes, clamp_codes,
+                             make_qp_quants, pack_codes, pack_scales, running_max, scaled as _scaled, seq_sum,
+                             six_bit_ref_codes, six_bit_scales, sub_block_columns, unpack_codes, unpack_scales)
 
-__all__ = ["TYPES", "affine_search_mad", "q2k_unpack_codes", "q2k_pack_codes", "q5k_unpack_codes",
+__all__ = ["TYPES", "q2k_unpack_codes", "q2k_pack_codes", "q5k_unpack_codes",
            "q5k_pack_codes", "Q2K_BYTES", "Q5K_BYTES", "Q8K_BYTES"]
 
 _CHUNK_BLOCKS = 512     # super-blocks per encoder pass: the (rows, S) work arrays stay in cache
@@ -68,108 +68,39 @@ def q2k_pack_codes(codes: np.ndarray) -> np.ndarray:
     return (c[:, :, 0] | (c[:, :, 1] << 2) | (c[:, :, 2] << 4) | (c[:, :, 3] << 6)).reshape(-1, QK_K // 4)
 
 
-# decode: super-blocks per pass, so the uint8 and float32 work arrays of one pass stay in cache
-_DECODE_CHUNK = 2048
 # (256,) per weight (h, k, l) of a block: x & _Q2K_MASK keeps bit pair 2k of its byte, i.e. 4^k q;
 # (16,) per sub-block 8h + 2k + l // 16: the 4^-k that _q2k_decode folds into d * sc
 _Q2K_MASK = np.tile(np.repeat((3 << 2 * np.arange(4)).astype(np.uint8), 32), 2)
-_Q2K_UNSHIFT = np.tile(np.repeat(F32(4.0) ** -np.arange(4, dtype=F32), 2), 2)
+_Q2K_UNSHIFT = np.tile(np.repeat(F32(4.0) ** -np.arange(4, dtype=F32), 2), (DECODE_BLOCKS, 2))   # one pass
 
 
-def block_field(blk: np.ndarray, offset: int, size: int) -> np.ndarray:
-    """Bytes ``offset .. offset+size-1`` of every block as a contiguous (nb, size) uint8 array.
-
-    A C-contiguous ``blk`` is read through a structured view, one strided copy of ``size``-byte items
-    (a plain 2-D slice copies row by row, several times slower for short fields).
-    """
-    nb, type_size = blk.shape
-    if not blk.flags.c_contiguous:
-        return np.ascontiguousarray(blk[:, offset:offset + size])
-    item = np.dtype({"names": ["f"], "formats": [f"V{size}"], "offsets": [offset], "itemsize": type_size})
-    return np.ascontiguousarray(blk.reshape(-1).view(item)["f"]).view(np.uint8).reshape(nb, size)
-
-
-def _scaled(codes: np.ndarray, scale: np.ndarray) -> np.ndarray:
-    """(nb, k) small integer codes times (nb,) float32 scales -> (nb, k) float32, exact where the caller says so."""
-    out = codes.astype(F32)
-    np.multiply(out.reshape(-1), np.repeat(scale, codes.shape[1]), out=out.reshape(-1))
-    return out
-
-
+@bounded_passes
 def _q2k_decode(blk: np.ndarray) -> np.ndarray:
     """``dequantize_row_q2_K``: ``y = (d * (s & 15)) * q - dmin * (s >> 4)`` (KQ-2.2).
 
     ``d * sc`` and ``(d * sc) * q`` are exact (11 x 4 x 2 bits), so the only rounding is the
-    subtraction, done once per weight on full contiguous arrays: the codes are unpacked with uint8
-    operations on a copy of each 32-byte run per bit pair, the sub-block scales repeated per weight.
+    subtraction (``affine_decode``, shared with q4_K and q5_K): the codes are unpacked with uint8
+    operations on a copy of each 32-byte run per bit pair.
     A code is left in place as ``4^k q`` (one mask) against ``(d * sc) * 4^-k``: powers of two, and
     ``d * sc`` is 0 or at least 2^-24, so ``((d * sc) * 4^-k) * (4^k q)`` is the same exact product,
     infinities and NaNs included.
     """
-    nb = blk.shape[0]
-    dm = block_field(blk, Q2K_D, 4).view("<f2").astype(F32)                  # (nb, 2): d, dmin
-    s = block_field(blk, Q2K_SCALES, QK_K // 16)
-    dl = _scaled(s & 15, dm[:, 0])                                            # exact: 11 x 4 bits
-    np.multiply(dl.reshape(-1), np.tile(_Q2K_UNSHIFT, nb), out=dl.reshape(-1))   # exact: powers of two
-    ml = _scaled(s >> 4, dm[:, 1])
-    qs = blk[:, Q2K_QS:Q2K_D].reshape(nb, 2, 1, 32)
-    out = np.empty((nb, QK_K), F32)
-    for start in range(0, nb, _DECODE_CHUNK):
-        part = slice(start, start + _DECODE_CHUNK)
-        code = np.repeat(qs[part], 4, axis=2).reshape(-1, QK_K)              # (B, 256): weight's byte
-        np.bitwise_and(code, _Q2K_MASK, out=code)                            # its bit pair: 4^k q
-        o = out[part]
-        np.copyto(o, code, casting="unsafe")
-        np.multiply(o, np.repeat(dl[part], 16).reshape(-1, QK_K), out=o)     # exact
-        np.subtract(o, np.repeat(ml[part], 16).reshape(-1, QK_K), out=o)     # the one rounding
-    return out
+    def scales(part: slice) -> tuple[np.ndarray, np.ndarray]:
+        dm = block_field(blk[part], Q2K_D, 4).view("<f2").astype(F32)        # (B, 2): d, dmin
+        s = block_field(blk[part], Q2K_SCALES, QK_K // 16)
+        return _scaled(s & 15, dm[:, 0]), _scaled(s >> 4, dm[:, 1])          # exact: 11 x 4 bits
+
+    def codes(part: slice, dl: np.ndarray) -> np.ndarray:
+        dl *= _Q2K_UNSHIFT[:dl.shape[0]]                                    # exact: powers of two
+        qs = blk[part, Q2K_QS:Q2K_D].reshape(-1, 2, 1, 32)
+        code = np.repeat(qs, 4, axis=2).reshape(-1, QK_K)                    # (B, 256): weight's byte
+        return np.bitwise_and(code, _Q2K_MASK, out=code)                     # its bit pair: 4^k q
+
+    return affine_decode(blk.shape[0], scales, codes)
 
 
 def _q2k_scales(blk: np.ndarray) -> dict[str, np.ndarray]:
     return {"d": fp16_field(blk, Q2K_D), "dmin": fp16_field(blk, Q2K_DMIN)}
-
-
-def affine_search_mad(x: np.ndarray, w: np.ndarray, *, nmax: int, rmin: float, rdelta: float, nstep: int):
-    """ggml ``make_qkx2_quants(..., use_mad = true)`` (KQ-1.3): Q4K-4.2 with error ``w * |e|``.
-
-    q4_K's ``affine_search`` scores trials by ``w * (e*e)``; q2_K's reference path scores them by
-    ``w * fabsf(e)``. ``x``, ``w``: (n, S) float32, one sub-block per column. Returns
-    ``(scale (S,), the_min (S,), L (n, S) float32)``.
-    """
-    mn, mx = x[0].copy(), x[0].copy()
-    sum_w = w[0].copy()
-    sum_x = sum_w * x[0]
-    for i in range(1, x.shape[0]):
-        mn = np.where(x[i] < mn, x[i], mn)      # a NaN never wins a comparison, as in C
-        mx = np.where(x[i] > mx, x[i], mx)
-        sum_w = sum_w + w[i]
-        sum_x = sum_x + w[i] * x[i]
-    mn = np.where(mn > 0, F32(0), mn)
-    degenerate = mx == mn                       # make_qkx2_quants: `if (max == min)`
-    mn0 = mn
-
-    iscale = F32(nmax) / (mx - mn)
-    scale = F32(1) / iscale
-    L = clamp_codes(iscale * (x - mn), nmax)
-    best = seq_sum(w * np.abs((scale * L + mn) - x))
-    for step in range(nstep + 1):
-        iscale = ((F32(rmin) + F32(rdelta) * F32(step)) + F32(nmax)) / (mx - mn)
-        laux = clamp_codes(iscale * (x - mn), nmax)
-        wl = w * laux
-        sum_l, sum_l2, sum_xl = seq_sum(wl), seq_sum(wl * laux), seq_sum(wl * x)
-        D = sum_w * sum_l2 - sum_l * sum_l
-        this_scale = (sum_w * sum_xl - sum_x * sum_l) / D
-        this_min = (sum_l2 * sum_x - sum_l * sum_xl) / D
-        clamp = this_min > 0
-        this_min = np.where(clamp, F32(0), this_min)
-        this_scale = np.where(clamp, sum_xl / sum_l2, this_scale)
-        cur = seq_sum(w * np.abs((this_scale * laux + this_min) - x))
-        better = (D > 0) & (cur < best)
-        L = np.where(better, laux, L)
-        best = np.where(better, cur, best)
-        scale = np.where(better, this_scale, scale)
-        mn = np.where(better, this_min, mn)     # later trials use the new min (Q4K-4.2)
-    return np.where(degenerate, F32(0), scale), -np.where(degenerate, mn0, mn), np.where(degenerate, F32(0), L)
 
 
 def _requantize(x: np.ndarray, L: np.ndarray, dj: np.ndarray, mj: np.ndarray, nmax: int) -> np.ndarray:
@@ -194,15 +125,11 @@ def _q2k_finish(x, L, sc_byte, d, dmin) -> np.ndarray:
     return out
 
 
-def _columns(xb: np.ndarray, n: int) -> np.ndarray:
-    """(B, 256) super-blocks -> (n, B*256/n): one sub-block of n weights per column."""
-    return np.ascontiguousarray(xb.reshape(-1, n).T)
-
-
 def _q2k_ref_chunk(xb: np.ndarray) -> np.ndarray:
     """``quantize_row_q2_K_ref`` on (B, 256) float32 (KQ-2.4)."""
-    x = _columns(xb, 16)
-    scales, mins, L = affine_search_mad(x, np.abs(x), nmax=3, rmin=-0.5, rdelta=0.1, nstep=15)
+    x = sub_block_columns(xb, 16)
+    scales, mins, L = affine_search(x, np.abs(x), nmax=3, rmin=-0.5, rdelta=0.1, nstep=15, degenerate_le=False,
+                                    mad=True)
     scales, mins = scales.reshape(-1, 16), mins.reshape(-1, 16)
     max_scale, max_min = running_max(scales), running_max(mins)
     has_scale, has_min = (max_scale > 0)[:, None], (max_min > 0)[:, None]
@@ -216,7 +143,7 @@ def _q2k_ref_chunk(xb: np.ndarray) -> np.ndarray:
 
 def _q2k_impl_chunk(xb: np.ndarray, qwb: np.ndarray) -> np.ndarray:
     """``quantize_row_q2_K_impl`` on (B, 256) inputs with their (B, 256) importance (KQ-2.5)."""
-    x, qw = _columns(xb, 16), _columns(qwb, 16)
+    x, qw = sub_block_columns(xb, 16), sub_block_columns(qwb, 16)
     xt = np.ascontiguousarray(xb.T)
     sigma2 = seq_sum(xt * xt) / F32(QK_K)                                  # no factor 2, unlike q4_K/q5_K
     w = qw * np.sqrt(np.repeat(sigma2, 16) + x * x)
@@ -266,34 +193,26 @@ _Q5K_NIB = np.tile(np.repeat(np.array([16, 1], np.uint8), 32), 4)
 _Q5K_BIT = np.repeat((1 << (7 - np.arange(8))).astype(np.uint8), 32)
 
 
+@bounded_passes
 def _q5k_decode(blk: np.ndarray) -> np.ndarray:
     """``dequantize_row_q5_K``: ``y = (d * sc) * q - dmin * m`` with 5-bit q (KQ-5.2).
 
-    ``(d * sc) * q`` is exact (11 x 6 x 5 bits): one rounding, the subtraction, as in ``_q2k_decode``.
+    ``(d * sc) * q`` is exact (11 x 6 x 5 bits): one rounding, the subtraction, in q4_K's decode tail
+    (``affine_decode``) on q4_K's scale unpacking.
     """
-    nb = blk.shape[0]
-    dm = block_field(blk, Q5K_D, 4).view("<f2").astype(F32)                 # (nb, 2): d, dmin
-    sc, m = unpack_scales(block_field(blk, Q5K_SCALES, 12))
-    dj = _scaled(sc, dm[:, 0])                                               # exact: 11 x 6 bits
-    mj = _scaled(m, dm[:, 1])
-    qh = blk[:, Q5K_QH:Q5K_QS].reshape(nb, 1, 32)
-    qs = blk[:, Q5K_QS:].reshape(nb, 4, 1, 32)
-    out = np.empty((nb, QK_K), F32)
-    for start in range(0, nb, _DECODE_CHUNK):
-        part = slice(start, start + _DECODE_CHUNK)
-        code = np.repeat(qs[part], 2, axis=2).reshape(-1, QK_K)              # (B, 256): weight's qs byte
+    def codes(part: slice, _dj: np.ndarray) -> np.ndarray:
+        qs = blk[part, Q5K_QS:].reshape(-1, 4, 1, 32)
+        code = np.repeat(qs, 2, axis=2).reshape(-1, QK_K)                    # (B, 256): weight's qs byte
         np.multiply(code, _Q5K_NIB, out=code)
         np.right_shift(code, 4, out=code)                                    # its nibble
-        high = np.repeat(qh[part], 8, axis=1).reshape(-1, QK_K)              # weight's qh byte
+        qh = blk[part, Q5K_QH:Q5K_QS].reshape(-1, 1, 32)
+        high = np.repeat(qh, 8, axis=1).reshape(-1, QK_K)                    # weight's qh byte
         np.multiply(high, _Q5K_BIT, out=high)
         np.bitwise_and(high, 0x80, out=high)
         np.right_shift(high, 3, out=high)                                    # its bit j as 16
-        np.bitwise_or(code, high, out=code)
-        o = out[part]
-        np.copyto(o, code, casting="unsafe")
-        np.multiply(o, np.repeat(dj[part], 32).reshape(-1, QK_K), out=o)     # exact
-        np.subtract(o, np.repeat(mj[part], 32).reshape(-1, QK_K), out=o)     # the one rounding
-    return out
+        return np.bitwise_or(code, high, out=code)
+
+    return affine_decode(blk.shape[0], lambda part: six_bit_scales(block_field(blk[part], Q5K_D, Q5K_QH)), codes)
 
 
 def _q5k_scales(blk: np.ndarray) -> dict[str, np.ndarray]:
@@ -319,23 +238,16 @@ def _q5k_finish(x, L, ls, lm, d, dmin) -> np.ndarray:
 
 def _q5k_ref_chunk(xb: np.ndarray) -> np.ndarray:
     """``quantize_row_q5_K_ref`` on (B, 256) float32 (KQ-5.4)."""
-    x = _columns(xb, 32)
+    x = sub_block_columns(xb, 32)
     av_x = np.sqrt(seq_sum(x * x) / F32(32))
     scales, mins, L = affine_search(x, av_x + np.abs(x), nmax=31, rmin=-0.5, rdelta=0.1, nstep=15,
                                     degenerate_le=False)
-    scales, mins = scales.reshape(-1, 8), mins.reshape(-1, 8)
-    max_scale, max_min = running_max(scales), running_max(mins)
-    inv_scale = np.where(max_scale > 0, F32(63) / max_scale, F32(0))
-    inv_min = np.where(max_min > 0, F32(63) / max_min, F32(0))
-    # `uint8_t ls = nearest_int(...)` truncates mod 256 before `MIN(63, ls)`
-    ls = np.minimum(63, nearest_int(inv_scale[:, None] * scales) & 0xFF)
-    lm = np.minimum(63, nearest_int(inv_min[:, None] * mins) & 0xFF)
-    return _q5k_finish(x, L, ls, lm, max_scale / F32(63), max_min / F32(63))
+    return _q5k_finish(x, L, *six_bit_ref_codes(scales.reshape(-1, 8), mins.reshape(-1, 8)))
 
 
 def _q5k_impl_chunk(xb: np.ndarray, qwb: np.ndarray) -> np.ndarray:
     """``quantize_row_q5_K_impl`` on (B, 256) inputs with their (B, 256) importance (KQ-5.5)."""
-    x, qw = _columns(xb, 32), _columns(qwb, 32)
+    x, qw = sub_block_columns(xb, 32), sub_block_columns(qwb, 32)
     xt = np.ascontiguousarray(xb.T)
     sigma2 = (F32(2) * seq_sum(xt * xt)) / F32(QK_K)
     w = qw * np.sqrt(np.repeat(sigma2, 8) + x * x)

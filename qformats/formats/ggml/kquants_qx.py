@@ -19,7 +19,7 @@ import numpy as np
 from ...containers.ggml_types import QK_K
 from ...numerics import nearest_int
 from .base import F32, BlockType, fp16_field
-from .kquants_qkx import block_field
+from .kmachinery_qkx import block_field, bounded_passes
 from .kmachinery_qx import GROUP_MAX_EPS, make_q3_quants, make_qx_quants, signed_abs_max, wrap_int8
 
 __all__ = ["TYPES", "Q3K_BYTES", "Q6K_BYTES", "unpack_q3_scales", "pack_q3_scales", "q3k_codes", "q6k_codes",
@@ -125,6 +125,7 @@ def _q3k_scales_i8(s12: np.ndarray) -> np.ndarray:
     return v.view(np.int8)
 
 
+@bounded_passes
 def _q3k_decode(blk: np.ndarray) -> np.ndarray:
     """``y = (d * (s[j] - 32)) * q``: ggml ``dequantize_row_q3_K`` (KQ-3.2).
 
@@ -203,6 +204,7 @@ _Q6_LOW_MUL = np.tile(np.repeat(np.array([16, 1], np.uint8), 64), 2)
 _Q6_HIGH_MUL = np.tile(np.repeat(np.array([64, 16, 4, 1], np.uint8), 32), 2)
 
 
+@bounded_passes
 def _q6k_decode(blk: np.ndarray) -> np.ndarray:
     """``y = (d * sc[j]) * q``: ggml ``dequantize_row_q6_K`` (KQ-6.2).
 
