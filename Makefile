@@ -154,6 +154,41 @@ bench: $(STAMP)
 	$(BIN)/python -m pip install -q -e '.[test,bench]'
 	for script in benchmarks/*.py; do $(BIN)/python $$script || exit 1; done
 
+# The Triton kernels' figures on a fresh GPU machine that has python3 with torch, triton and numpy but no
+# network and none of qformats' other dependencies (the device machine: carry build/wheels there).
+# `make gpu-bench OUT=DIR` installs those from build/wheels into build/gpu-site and runs
+# benchmarks/kernels.py (check, then time; DIR/kernels.json and DIR/kernels.txt). The wheels are made here
+# (numpy-free, for GPU_PYVER, at the versions .venv tested); `make gpu-bench-smoke OUT=DIR` makes them,
+# resolves them for GPU_PYVER offline, and runs the script's --cpu-smoke in the interpreter.
+.PHONY: gpu-bench gpu-bench-smoke
+GPU_PY     ?= python3
+GPU_PYVER  ?= 3.12
+GPU_WHEELS := build/wheels
+GPU_SITE   := build/gpu-site
+GPU_DEPS   := pydantic pydantic-core annotated-types typing-extensions typing-inspection safetensors jsonschema \
+              jsonschema-specifications referencing rpds-py attrs
+GPU_PIP    = --only-binary=:all: --python-version $(GPU_PYVER) --implementation cp --platform manylinux_2_28_x86_64 \
+             --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64
+
+$(GPU_WHEELS)/.complete:
+	$(MAKE) --no-print-directory $(STAMP)
+	rm -rf $(GPU_WHEELS) && mkdir -p $(GPU_WHEELS)
+	$(BIN)/python -m pip download -q --no-deps $(GPU_PIP) -d $(GPU_WHEELS) \
+	  $$($(BIN)/python -c "import importlib.metadata as m, sys; print(' '.join(f'{n}=={m.version(n)}' for n in sys.argv[1:]))" $(GPU_DEPS))
+	touch $@
+
+gpu-bench: $(GPU_WHEELS)/.complete
+	@test -n "$(OUT)" || { echo "make gpu-bench OUT=DIR: name the folder for the results"; exit 2; }
+	$(GPU_PY) -m pip install -q --no-index --find-links $(GPU_WHEELS) --no-compile --upgrade --target $(GPU_SITE) \
+	  pydantic safetensors jsonschema
+	PYTHONPATH=$(GPU_SITE):$(CURDIR) PYTHONUNBUFFERED=1 $(GPU_PY) benchmarks/kernels.py --out $(OUT) $(ARGS)
+
+gpu-bench-smoke: $(GPU_WHEELS)/.complete
+	@test -n "$(OUT)" || { echo "make gpu-bench-smoke OUT=DIR: name the folder for the results"; exit 2; }
+	$(BIN)/python -m pip install -q --dry-run --no-index --find-links $(GPU_WHEELS) $(GPU_PIP) --target $(GPU_SITE) \
+	  pydantic safetensors jsonschema
+	TRITON_INTERPRET=1 $(BIN)/python benchmarks/kernels.py --cpu-smoke --out $(OUT) $(ARGS)
+
 # Regenerate every reference-made fixture into a scratch folder and require byte identity.
 fixtures-check: $(STAMP)
 	@tmp=$$(mktemp -d) && \

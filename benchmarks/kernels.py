@@ -1,42 +1,58 @@
 """Triton reference kernels on a GPU: differential check at realistic shapes, then throughput ratios.
 
-    .venv/bin/python benchmarks/kernels.py [--shapes 4096x4096,4096x11008,11008x4096,14336x4096] [--no-check]
+    make gpu-bench OUT=DIR            # set-up from carried wheels, then this script: DIR/kernels.json, kernels.txt
+    .venv/bin/python benchmarks/kernels.py [--shapes 4096x4096,11008x4096] [--out DIR] [--no-check] [--cpu-smoke]
 
-Prints, on one device in one run:
+Prints a table (and, with ``--out DIR``, writes it and a JSON of every figure there), on one device in one run:
   - device-to-device copy bandwidth (torch clone of a 1 GiB buffer): the roofline every ratio uses;
-  - dequantize: bytes moved (packed weights read + float16 W written) per second, as a fraction of the
-    copy bandwidth (target >= 80 %);
-  - fused matmul at batch 1 (GEMV): weight bytes read per second as a fraction of the copy bandwidth
-    (target >= 75 % for 4-bit GPTQ and q4_K), and the time against torch's float16 F.linear on the
-    dense weight (targets: >= 3.5x faster for 4-bit GPTQ and q4_K, >= 2.5x for SpQR);
-  - the same at batch 16 against F.linear (target >= 2.5x for 4-bit);
+  - per format, the **prepared** path (``prepare`` once at load, then ``dequantize_prepared`` /
+    ``matmul_prepared``: what a serving engine calls, KC-7) timed with triton.testing.do_bench (median):
+    dequantize bytes moved (packed weights read + W written, at the output's real element size: float32
+    for AWQ and compressed-tensors, float16 otherwise) per second as a fraction of the copy bandwidth;
+    GEMV (batch 1) weight bytes read per second as a fraction of it and its time against torch's float16
+    F.linear on a dense weight; batch 16 against F.linear;
+  - separately, the **validating** call (``dequantize`` / ``matmul``: prepare + the prepared call, every
+    content check on every call), median of a few synchronized calls (its checks can take seconds);
   - a real peer side by side where it is installed: GPTQModel 7.7.0's TritonV2Linear (its Triton
     dequantize kernel, then torch's matmul) on the same 4-bit layer, checked and timed the same way
-    (in the CPU smoke run its TorchLinear stands in, so the wiring is tested without a GPU).
-Layers are prepared once (act-order reordered at load time, as an engine would) and only the
-kernels are timed (triton.testing.do_bench, median). AWQ GEMM and compressed-tensors (the same asymmetric
-4-bit layer) have no prepare step: each call runs the reference checks on a host copy of the tensors
-(they are validating decoders), and that copy is in their figures. Before timing, every shape is checked against
-the NumPy reference: dequantize bit-exact after float16 rounding, matmul within the QF-4.6 bound.
-Without a CUDA device it says so and exits 0: the figures need a GPU.
+    (in the CPU smoke run its TorchLinear stands in, where GPTQModel is installed).
+Before timing, every shape is checked against the NumPy reference: dequantize bit-exact (float16 rounding
+of the reference; AWQ and compressed-tensors the float32 values themselves), matmul within the QF-4.6
+bound at batch 1 and 16, and the validating call's results equal to the prepared path's.
+Without a CUDA device it says so and exits 0 (figures need a GPU); ``--cpu-smoke`` runs every code path in
+Triton's interpreter on tiny shapes, to prove the script, not to measure.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
+import json
+import multiprocessing
+import os
+import statistics
 import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
 
 import numpy as np
 
-
 DEVICE = "cuda"
+SMOKE_SHAPES = "32x256"
+GPU_SHAPES = "4096x4096,11008x4096"
+
+
+def _sync() -> None:
+    if DEVICE == "cuda":
+        import torch
+
+        torch.cuda.synchronize()
 
 
 def _bench(fn) -> float:
     """Median seconds per call: triton.testing.do_bench on a GPU; one timed call in the CPU smoke run."""
     if DEVICE != "cuda":
-        import time
-
         fn()
         start = time.perf_counter()
         fn()
@@ -44,6 +60,21 @@ def _bench(fn) -> float:
     import triton.testing
 
     return triton.testing.do_bench(fn, warmup=25, rep=200, return_mode="median") / 1e3
+
+
+def _bench_validating(fn, budget: float = 1.0) -> float:
+    """Median seconds of a validating call: one warm-up, then synchronized calls until ``budget`` seconds
+    or 5 calls (its host checks can take seconds, which do_bench's sizing runs would multiply)."""
+    fn()
+    _sync()
+    times: list[float] = []
+    start = time.perf_counter()
+    while len(times) < (5 if DEVICE == "cuda" else 1) and (not times or time.perf_counter() - start < budget):
+        t0 = time.perf_counter()
+        fn()
+        _sync()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
 
 
 def copy_bandwidth() -> float:
@@ -54,31 +85,27 @@ def copy_bandwidth() -> float:
     return 2 * buf.numel() * 2 / seconds                                      # read + write
 
 
+# -- layers (quantized once by the reference, from the same seed) ------------------------------------------
+
+def _weights(out_f: int, in_f: int) -> np.ndarray:
+    return (np.random.default_rng(0).standard_normal((out_f, in_f)) * 0.02).astype(np.float32)
+
+
 def gptq_layer(out_f: int, in_f: int, bits: int = 4, group_size: int = 128):
     from qformats.formats import gptq
 
-    rng = np.random.default_rng(0)
-    w = (rng.standard_normal((out_f, in_f)) * 0.02).astype(np.float32)
-    layer = gptq.quantize(w, bits=bits, group_size=group_size, sym=True, version="v2")
+    layer = gptq.quantize(_weights(out_f, in_f), bits=bits, group_size=group_size, sym=True, version="v2")
     return {name: np.asarray(layer.tensors[name]) for name in ("qweight", "qzeros", "scales", "g_idx")}
 
 
-def q4k_blocks(out_f: int, in_f: int):
-    from qformats.formats import q4_k
-
-    rng = np.random.default_rng(0)
-    return q4_k.quantize((rng.standard_normal((out_f, in_f)) * 0.02).astype(np.float32))
-
-
 def ggml_blocks(fmt: str, out_f: int, in_f: int):
-    from qformats.formats import ggml
+    from qformats.formats import ggml, q4_k
 
-    rng = np.random.default_rng(0)
-    return ggml.quantize(fmt, (rng.standard_normal((out_f, in_f)) * 0.02).astype(np.float32))
+    w = _weights(out_f, in_f)
+    return q4_k.quantize(w) if fmt == "q4_k" else ggml.quantize(fmt, w)
 
 
-GGML_KERNELS = ("q8_0", "q6_k", "q5_k")     # reference_kernels modules named by their ggml type
-
+GGML_KERNELS = ("q4_k", "q8_0", "q6_k", "q5_k")     # reference_kernels modules named by their ggml type
 
 
 def spqr_layer(out_f: int, in_f: int):
@@ -92,94 +119,147 @@ def awq_ct_layers(out_f: int, in_f: int) -> tuple[dict, dict]:
     conversions of one GPTQ v2 layer, AWQ-4.2, CT-4.2)."""
     from qformats.formats import awq, ctensors, gptq
 
-    rng = np.random.default_rng(0)
-    w = (rng.standard_normal((out_f, in_f)) * 0.02).astype(np.float32)
-    layer = gptq.quantize(w, bits=4, group_size=128, sym=False, version="v2")
+    layer = gptq.quantize(_weights(out_f, in_f), bits=4, group_size=128, sym=False, version="v2")
     a = awq.from_gptq(layer, bits=4, version="v2", group_size=128)
     c = ctensors.from_gptq(layer, bits=4, version="v2", group_size=128)
     return ({k: np.array(v) for k, v in a.tensors.items()}, {k: np.array(v) for k, v in c.tensors.items()})
 
 
-def check(name: str, got, ref, x=None, y=None) -> str:
+# Each format's row: (name, reference_kernels module, call parameters). AWQ and compressed-tensors hold the
+# same asymmetric 4-bit layer; the rest are quantized by the reference from the same weights.
+FORMATS = [("gptq 4-bit", "gptq", {"bits": 4, "group_size": 128}),
+           *((f, f, {"rows": None, "n": None}) for f in GGML_KERNELS),
+           ("spqr", "spqr", {"m": None, "n": None}),
+           ("awq 4-bit", "awq", {"group_size": 128}),
+           ("ct int4", "ctensors", {"num_bits": 4, "group_size": 128})]
+
+
+def build(name: str, out_f: int, in_f: int) -> tuple[dict, np.ndarray]:
+    """The layer (NumPy arrays) of row ``name`` and its reference values: run in worker processes, since
+    quantizing a realistic layer in NumPy takes seconds per format."""
+    from qformats.formats import awq, ctensors, ggml, gptq, q4_k, spqr
+
+    if name == "gptq 4-bit":
+        g = gptq_layer(out_f, in_f)
+        return g, gptq.dequantize(g, bits=4, version="v2", group_size=128)
+    if name in GGML_KERNELS:
+        b = ggml_blocks(name, out_f, in_f)
+        return {"blocks": b}, q4_k.dequantize(b) if name == "q4_k" else ggml.dequantize(name, b)
+    if name == "spqr":
+        sp = {k: np.array(v) for k, v in spqr_layer(out_f, in_f).items()}
+        return sp, spqr.dequantize(sp)
+    aw, ct = awq_ct_layers(out_f, in_f)
+    if name == "awq 4-bit":
+        return aw, awq.dequantize(aw, group_size=128)
+    return ct, ctensors.dequantize(ct, num_bits=4, group_size=128)
+
+
+class Subject:
+    """One format's layer on the device: its module, the layer keywords, the prepared layer, the reference."""
+
+    def __init__(self, name: str, module: str, params: dict, layer: dict, reference: np.ndarray) -> None:
+        import torch
+        from importlib import import_module
+
+        self.name, self.kernels, self.reference = name, import_module(f"reference_kernels.{module}"), reference
+        self.gptq = module == "gptq"
+        self.layer = {k: torch.from_numpy(np.array(v)).to(DEVICE) for k, v in layer.items()}
+        self.params = params
+        self.prepared = self.kernels.prepare(**self.layer, **params, **({"version": "v2"} if self.gptq else {}))
+        self.weight_bytes = sum(v.numel() * v.element_size() for k, v in self.layer.items()
+                                if k not in ("g_idx", "weight_shape"))
+
+    def validating_dequantize(self):
+        fn = self.kernels.dequantize_v2 if self.gptq else self.kernels.dequantize
+        return fn(**self.layer, **self.params)
+
+    def validating_matmul(self, x):
+        fn = self.kernels.matmul_v2 if self.gptq else self.kernels.matmul
+        return fn(**self.layer, **self.params, x=x)
+
+
+def layer_futures(pool, shapes: list[tuple[int, int]]) -> dict:
+    """Every (shape, row) layer submitted at once: later shapes build while earlier ones are timed."""
+    return {(shape, name): pool.submit(build, name, *shape) for shape in shapes for name, _, _ in FORMATS}
+
+
+def subjects(futures: dict, out_f: int, in_f: int):
+    for name, module, params in FORMATS:
+        dims = {"rows": out_f, "m": out_f, "n": in_f}
+        params = {k: dims[k] if v is None else v for k, v in params.items()}
+        yield Subject(name, module, params, *futures.pop(((out_f, in_f), name)).result())
+
+
+# -- checks --------------------------------------------------------------------------------------------
+
+def check(s: Subject, ref: np.ndarray, x1, x16) -> tuple[str, int]:
+    """The prepared path against the reference, then the validating call against the prepared path; returns
+    the status and the dequantize output's element size. Exits on any disagreement (no figures then)."""
+    import torch
+
     from conformance import compare
 
-    if x is None:   # AWQ and compressed-tensors dequantize return float32, the exact s * (q - z) (KC-1.8, KC-1.9)
-        ok = compare.exact(got.cpu().numpy(), str(got.dtype).removeprefix("torch."), ref).ok
-    else:
-        ok = compare.within_bound(y.cpu().numpy(), "float16", x.cpu().numpy(), ref, w_rounding=name != "spqr").ok
-    if not ok:
-        raise SystemExit(f"{name}: the kernel disagrees with the reference at this shape")
-    return "ok"
+    k = s.kernels
+    w = k.dequantize_prepared(s.prepared)
+    dtype = str(w.dtype).removeprefix("torch.")
+    ok = [compare.exact(w.cpu().numpy(), dtype, ref).ok]
+    ys = [k.matmul_prepared(s.prepared, x) for x in (x1, x16)]
+    ok += [compare.within_bound(y.cpu().numpy(), "float16", x.cpu().numpy(), ref, w_rounding=s.name != "spqr").ok
+           for x, y in zip((x1, x16), ys)]
+    if not all(ok):
+        raise SystemExit(f"{s.name}: the prepared kernel disagrees with the reference at this shape: {ok}")
+    same = torch.equal(s.validating_dequantize(), w) and torch.equal(s.validating_matmul(x1), ys[0])
+    if not same:
+        raise SystemExit(f"{s.name}: the validating call and the prepared path disagree at this shape")
+    return "ok/ok/ok", w.element_size()
 
 
-def run_shape(out_f: int, in_f: int, bandwidth: float, do_check: bool) -> None:
+# -- one shape ------------------------------------------------------------------------------------------
+
+def run_shape(futures: dict, out_f: int, in_f: int, bandwidth: float, do_check: bool) -> list[dict]:
     import torch
     import torch.nn.functional as F
 
-    from importlib import import_module
+    dense = torch.randn(out_f, in_f, dtype=torch.float16, device=DEVICE) * 0.02
+    x1 = torch.rand(1, in_f, dtype=torch.float16, device=DEVICE) * 2 - 1
+    x16 = torch.rand(16, in_f, dtype=torch.float16, device=DEVICE) * 2 - 1
+    t_lin1, t_lin16 = _bench(lambda: F.linear(x1, dense)), _bench(lambda: F.linear(x16, dense))
+    rows = []
+    for s in subjects(futures, out_f, in_f):
+        k, p = s.kernels, s.prepared
+        ref = np.ascontiguousarray(s.reference) if do_check else None
+        status, elem = check(s, ref, x1, x16) if do_check else ("skipped", k.dequantize_prepared(p).element_size())
+        t = {"dequantize": _bench(lambda: k.dequantize_prepared(p)),
+             "gemv": _bench(lambda: k.matmul_prepared(p, x1)),
+             "batch16": _bench(lambda: k.matmul_prepared(p, x16))}
+        v = {"dequantize": _bench_validating(s.validating_dequantize),
+             "gemv": _bench_validating(lambda: s.validating_matmul(x1))}
+        row = {"shape": [out_f, in_f], "format": s.name, "check": status, "weight_bytes": s.weight_bytes,
+               "output_element_bytes": elem, "prepared_s": t, "validating_s": v,
+               "f_linear_s": {"gemv": t_lin1, "batch16": t_lin16},
+               "dequantize_of_copy": (s.weight_bytes + out_f * in_f * elem) / t["dequantize"] / bandwidth,
+               "gemv_of_copy": s.weight_bytes / t["gemv"] / bandwidth,
+               "gemv_vs_f_linear": t_lin1 / t["gemv"], "batch16_vs_f_linear": t_lin16 / t["batch16"]}
+        rows.append(row)
+        print(_line(row), flush=True)
+        if s.name == "gptq 4-bit":
+            g = {n: v.cpu().numpy() for n, v in s.layer.items()}
+            rows.append(peer(g, ref, x1, x16, t_lin1, t_lin16))
+    return rows
 
-    from qformats.formats import awq, ctensors, ggml, gptq, q4_k, spqr
-    from reference_kernels import gptq as kg
-    from reference_kernels import q4_k as kq
-    from reference_kernels import spqr as ks
 
-    dev = DEVICE
-    t = {k: torch.from_numpy(np.array(v)).to(dev) for k, v in gptq_layer(out_f, in_f).items()}
-    prepared, _ = kg.prepare(t["qweight"], t["qzeros"], t["scales"], t["g_idx"], bits=4, group_size=128, version="v2")
-    blocks = torch.from_numpy(q4k_blocks(out_f, in_f)).to(dev)
-    sp = {k: torch.from_numpy(np.array(v)).to(dev) for k, v in spqr_layer(out_f, in_f).items()}
-    dense = torch.randn(out_f, in_f, dtype=torch.float16, device=dev) * 0.02
-    rows = {
-        "gptq 4-bit": (lambda: kg.dequantize_prepared(prepared),
-                       lambda x: kg.matmul_prepared(prepared, x),
-                       sum(v.numel() * v.element_size() for k, v in t.items() if k != "g_idx")),
-        "q4_k": (lambda: kq.dequantize(blocks=blocks, rows=out_f, n=in_f),
-                 lambda x: kq.matmul(blocks=blocks, rows=out_f, n=in_f, x=x), blocks.numel()),
-        "spqr": (lambda: ks.dequantize(**sp, m=out_f, n=in_f),
-                 lambda x: ks.matmul(**sp, m=out_f, n=in_f, x=x), sum(v.numel() * v.element_size() for v in sp.values())),
-    }
-    from reference_kernels import awq as kawq
-    from reference_kernels import ctensors as kct
+def _line(r: dict) -> str:
+    out_f, in_f = r["shape"]
+    v = r["validating_s"]
+    return (f"{out_f:>6}x{in_f:<6} {r['format']:11s} check {r['check']:8s} "
+            f"dequant {r['dequantize_of_copy']:6.1%} of copy (fp{8 * r['output_element_bytes']} out) | "
+            f"GEMV {r['gemv_of_copy']:6.1%} of copy, {r['gemv_vs_f_linear']:5.2f}x F.linear | "
+            f"batch 16 {r['batch16_vs_f_linear']:5.2f}x F.linear | "
+            f"validating: dequant {v['dequantize'] * 1e6:9.1f} us, "
+            f"GEMV {v['gemv'] * 1e6:9.1f} us")
 
-    aw, ct = ({k: torch.from_numpy(v).to(dev) for k, v in d.items()} for d in awq_ct_layers(out_f, in_f))
-    rows["awq 4-bit"] = (lambda: kawq.dequantize(**aw, group_size=128),
-                         lambda x: kawq.matmul(**aw, group_size=128, x=x),
-                         sum(v.numel() * v.element_size() for v in aw.values()))
-    rows["ct int4"] = (lambda: kct.dequantize(**ct, num_bits=4, group_size=128),
-                       lambda x: kct.matmul(**ct, num_bits=4, group_size=128, x=x),
-                       sum(v.numel() * v.element_size() for k, v in ct.items() if k != "weight_shape"))
-    gb = {f: torch.from_numpy(ggml_blocks(f, out_f, in_f)).to(dev) for f in GGML_KERNELS}
-    for f, b in gb.items():
-        k = import_module(f"reference_kernels.{f}")
-        rows[f] = (lambda k=k, b=b: k.dequantize(blocks=b, rows=out_f, n=in_f),
-                   lambda x, k=k, b=b: k.matmul(blocks=b, rows=out_f, n=in_f, x=x), b.numel())
-    if do_check:
-        refs = {"gptq 4-bit": gptq.dequantize({k: v.cpu().numpy() for k, v in t.items()}, bits=4, version="v2",
-                                              group_size=128),
-                "q4_k": q4_k.dequantize(blocks.cpu().numpy()),
-                "spqr": spqr.dequantize({k: v.cpu().numpy() for k, v in sp.items()}),
-                "awq 4-bit": awq.dequantize({k: v.cpu().numpy() for k, v in aw.items()}, group_size=128),
-                "ct int4": ctensors.dequantize({k: v.cpu().numpy() for k, v in ct.items()}, num_bits=4,
-                                               group_size=128),
-                **{f: ggml.dequantize(f, b.cpu().numpy()) for f, b in gb.items()}}
-    for name, (deq, mm, weight_bytes) in rows.items():
-        x1 = torch.rand(1, in_f, dtype=torch.float16, device=dev) * 2 - 1
-        x16 = torch.rand(16, in_f, dtype=torch.float16, device=dev) * 2 - 1
-        status = ""
-        if do_check:
-            ref = np.ascontiguousarray(refs[name])
-            status = check(name, deq(), ref) + "/" + check(name, None, ref, x1, mm(x1)) + "/" + \
-                check(name, None, ref, x16, mm(x16))
-        t_deq = _bench(deq)
-        t_gemv, t_lin1 = _bench(lambda: mm(x1)), _bench(lambda: F.linear(x1, dense))
-        t_b16, t_lin16 = _bench(lambda: mm(x16)), _bench(lambda: F.linear(x16, dense))
-        deq_bw = (weight_bytes + out_f * in_f * 2) / t_deq
-        print(f"{out_f:>6}x{in_f:<6} {name:11s} check {status or 'skipped':8s} "
-              f"dequant {deq_bw / bandwidth:6.1%} of copy | GEMV {weight_bytes / t_gemv / bandwidth:6.1%} of copy, "
-              f"{t_lin1 / t_gemv:5.2f}x F.linear | batch 16 {t_lin16 / t_b16:5.2f}x F.linear")
-        if name == "gptq 4-bit":
-            peer(t, refs[name] if do_check else None, x1, x16, t_lin1, t_lin16)
 
+# -- the real peer --------------------------------------------------------------------------------------
 
 def peer_module(layer: dict, bits: int = 4, group_size: int = 128):
     """GPTQModel's layer holding ``layer`` (v2 tensors on DEVICE), loaded as its loader does: buffers,
@@ -203,16 +283,21 @@ def peer_module(layer: dict, bits: int = 4, group_size: int = 128):
     return module.eval()
 
 
-def peer(layer: dict, ref, x1, x16, t_lin1: float, t_lin16: float) -> None:
-    """One line: the peer's check against the same QF-4.6 bound, and its speed against F.linear."""
+def peer(layer: dict, ref, x1, x16, t_lin1: float, t_lin16: float) -> dict:
+    """One row: the peer's check against the same QF-4.6 bound, and its speed against F.linear."""
+    row = {"shape": [int(layer["scales"].shape[1]), int(layer["g_idx"].shape[0])], "format": "peer GPTQModel"}
     try:
-        line = _peer_line(layer, ref, x1, x16, t_lin1, t_lin16)
+        row |= _peer_row(layer, ref, x1, x16, t_lin1, t_lin16)
+        line = (f"peer GPTQModel {row['module']} check {row['check']:8s} GEMV {row['gemv_vs_f_linear']:5.2f}x "
+                f"F.linear | batch 16 {row['batch16_vs_f_linear']:5.2f}x F.linear")
     except Exception as exc:  # noqa: BLE001 - a missing or failing peer is reported, never fatal
-        line = f"peer GPTQModel: not available here ({type(exc).__name__}: {str(exc)[:100]})"
-    print(f"{'':14}{line}")
+        row["unavailable"] = f"{type(exc).__name__}: {str(exc)[:100]}"
+        line = f"peer GPTQModel: not available here ({row['unavailable']})"
+    print(f"{'':14}{line}", flush=True)
+    return row
 
 
-def _peer_line(layer: dict, ref, x1, x16, t_lin1: float, t_lin16: float) -> str:
+def _peer_row(layer: dict, ref, x1, x16, t_lin1: float, t_lin16: float) -> dict:
     import torch
 
     from conformance import compare
@@ -224,13 +309,17 @@ def _peer_line(layer: dict, ref, x1, x16, t_lin1: float, t_lin16: float) -> str:
             "ok" if compare.within_bound(y.float().cpu().numpy(), "float16", x.cpu().numpy(), ref,
                                          w_rounding=True).ok else "FAIL" for x, y in ((x1, y1), (x16, y16)))
         t1, t16 = _bench(lambda: module(x1)), _bench(lambda: module(x16))
-    return (f"peer GPTQModel {type(module).__name__} check {status:8s} "
-            f"GEMV {t_lin1 / t1:5.2f}x F.linear | batch 16 {t_lin16 / t16:5.2f}x F.linear")
+    return {"module": type(module).__name__, "check": status, "gemv_s": t1, "batch16_s": t16,
+            "gemv_vs_f_linear": t_lin1 / t1, "batch16_vs_f_linear": t_lin16 / t16}
 
+
+# -- main -----------------------------------------------------------------------------------------------
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--shapes", default="4096x4096,4096x11008,11008x4096,14336x4096")
+    ap.add_argument("--shapes", default=None,
+                    help=f"OUTxIN,... (default {GPU_SHAPES}; {SMOKE_SHAPES} with --cpu-smoke)")
+    ap.add_argument("--out", type=Path, default=None, help="write kernels.json and kernels.txt into this folder")
     ap.add_argument("--no-check", action="store_true")
     ap.add_argument("--cpu-smoke", action="store_true", help="run the whole script on the CPU in Triton's "
                     "interpreter (tiny shapes: proves the script, measures nothing)")
@@ -242,19 +331,37 @@ def main() -> int:
         DEVICE = "cpu"
     try:
         import torch
+        import triton
     except ImportError:
-        print("benchmarks/kernels.py: torch is not installed (make bench installs the kernels extra)")
+        print("benchmarks/kernels.py: torch and triton are not installed (make bench installs the kernels extra)")
         return 0
     if DEVICE == "cuda" and not torch.cuda.is_available():
         print("benchmarks/kernels.py: no CUDA device here; the kernel figures must be taken on a GPU "
               "(the interpreter-mode differential tests run in make test)")
         return 0
+    started = time.perf_counter()
     bandwidth = copy_bandwidth()
     name = torch.cuda.get_device_name() if DEVICE == "cuda" else "cpu (interpreter smoke run, not figures)"
-    print(f"device {name}: device-to-device copy {bandwidth / 1e9:.0f} GB/s")
-    for shape in args.shapes.split(","):
-        out_f, in_f = (int(v) for v in shape.split("x"))
-        run_shape(out_f, in_f, bandwidth, not args.no_check)
+    head = (f"device {name}: device-to-device copy {bandwidth / 1e9:.0f} GB/s; torch {torch.__version__}, "
+            f"triton {triton.__version__}")
+    print(head, flush=True)
+    rows = []
+    shapes = [tuple(int(v) for v in shape.split("x"))
+              for shape in (args.shapes or (SMOKE_SHAPES if args.cpu_smoke else GPU_SHAPES)).split(",")]
+    workers = 1 if args.cpu_smoke else min(len(FORMATS), os.cpu_count() or 1)
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        futures = layer_futures(pool, shapes)
+        for out_f, in_f in shapes:
+            rows += run_shape(futures, out_f, in_f, bandwidth, not args.no_check)
+    if args.out is not None:
+        args.out.mkdir(parents=True, exist_ok=True)
+        report = {"device": name, "smoke": args.cpu_smoke, "torch": torch.__version__, "triton": triton.__version__,
+                  "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                  "copy_bandwidth_bytes_per_s": bandwidth, "seconds": time.perf_counter() - started, "rows": rows}
+        (args.out / "kernels.json").write_text(json.dumps(report, indent=1) + "\n")
+        (args.out / "kernels.txt").write_text("\n".join([head] + [_line(r) if "check" in r and "prepared_s" in r
+                                                                   else json.dumps(r) for r in rows]) + "\n")
+        print(f"wrote {args.out / 'kernels.json'} and kernels.txt ({time.perf_counter() - started:.0f} s)")
     return 0
 
 

@@ -40,7 +40,7 @@ __all__ = ["run_document", "checkout_commit", "suite_info", "subject_info", "env
 ROOT = Path(__file__).resolve().parents[1]
 # qformats' own adapters judge another project's code: the distribution each one calls
 ADAPTED = {"conformance.adapters.gptqmodel": "gptqmodel", "conformance.adapters.gguf_py": "gguf",
-           "conformance.adapters.compressed_tensors": "compressed-tensors"}
+           "conformance.adapters.compressed_tensors": "compressed-tensors", "conformance.adapters.bnb": "bitsandbytes"}
 GGML_ADAPTER = "conformance.adapters.ggml"      # a C library named by QFORMATS_GGML_LIB, no distribution
 AUTOAWQ_ADAPTER = "conformance.adapters.autoawq"  # modules from an unpacked sdist (QFORMATS_AUTOAWQ_SRC), not installed
 

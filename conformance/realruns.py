@@ -6,7 +6,8 @@ write the results page and the README's real-library table from them (issue #21)
 
 Subjects: ggml's own codecs (conformance/adapters/ggml.py, the library QFORMATS_GGML_LIB names), gguf-py
 (conformance/adapters/gguf_py.py), both for q4_K and every other GGUF block type they export, and
-GPTQModel's CPU path (conformance/adapters/gptqmodel.py) in the second environment `make real-subjects`
+GPTQModel's CPU path (conformance/adapters/gptqmodel.py), compressed-tensors, AutoAWQ and bitsandbytes'
+CPU dequantize_4bit (conformance/adapters/bnb.py) in the second environment `make real-subjects`
 builds. Each run is `qformats conformance kernel ... --json` in the interpreter that has the library,
 so the recorded versions are that interpreter's. ``--reference`` adds qformats' own reference as a
 column of the page (never of the README table). A library that is not installed is left out, saying so.
@@ -53,6 +54,7 @@ REAL_LIBRARIES = (
     ("AutoAWQ", "import conformance.adapters.autoawq", (("conformance.adapters.autoawq:dequantize", "awq_gemm", "dequantize"),
                                                  ("conformance.adapters.autoawq:matmul", "awq_gemm", "matmul"),
                                                  ("conformance.adapters.autoawq:pack", "awq_gemm", "pack"))),
+    ("bitsandbytes", _found("bitsandbytes"), (("conformance.adapters.bnb:dequantize", "bnb_4bit", "dequantize"),)),
 )
 
 

@@ -6,7 +6,7 @@ are the ground truth run through the same door as everyone else, and they are va
     qformats conformance kernel conformance.reference:gptq_dequantize_v1 --format gptq_v1 --op dequantize
 
 Every format's subjects: GPTQ v1/v2, q4_K, SpQR, AWQ GEMM (``awq_gemm_<op>``), compressed-tensors
-(``ctensors_pack_<op>``) and each other GGUF block type (``<type>_dequantize``, ``_matmul``, ``_quantize``).
+(``ctensors_pack_<op>``), bitsandbytes 4-bit (``bnb_4bit_dequantize``) and each other GGUF block type (``<type>_dequantize``, ``_matmul``, ``_quantize``).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import numpy as np
 
 from qformats.errors import fail
 from qformats.formats import awq, ctensors, ggml, gptq, q4_k, spqr
+from qformats.formats.bnb.cases import dequantize_checked as _bnb_checked
 from qformats.formats.ggml.cases import subject_types
 from qformats.formats.ggml.codec import check_blocks as check_type_blocks
 from qformats.formats.q4_k.checks import check_blocks
@@ -24,7 +25,7 @@ from qformats.formats.q4_k.checks import check_blocks
 __all__ = ["gptq_dequantize_v1", "gptq_dequantize_v2", "gptq_matmul_v1", "gptq_matmul_v2", "gptq_pack_v1",
            "gptq_pack_v2", "q4_k_dequantize", "q4_k_matmul", "q4_k_quantize", "spqr_dequantize", "spqr_matmul",
            "awq_gemm_dequantize", "awq_gemm_matmul", "awq_gemm_pack", "ctensors_pack_dequantize",
-           "ctensors_pack_matmul", "ctensors_pack_pack"]
+           "ctensors_pack_matmul", "ctensors_pack_pack", "bnb_4bit_dequantize"]
 
 
 def _matmul(x: Any, w: np.ndarray) -> np.ndarray:
@@ -128,6 +129,14 @@ def ctensors_pack_pack(*, codes, scales, num_bits, group_size, zero_points=None)
     layer = ctensors.pack(codes, scales, num_bits=num_bits, group_size=None if group_size == -1 else group_size,
                           zero_points=zero_points)
     return dict(layer.tensors)
+
+
+def bnb_4bit_dequantize(*, packed, absmax, quant_map, quant_type, blocksize, shape, dtype, nested_absmax=None,
+                        nested_quant_map=None, nested_offset=None):
+    """spec/kernels.md KC-1.10: the validating decode of BNB-3.2 / BNB-4.3 in the quant_state's dtype."""
+    return _bnb_checked(packed=packed, absmax=absmax, quant_map=quant_map, quant_type=quant_type, blocksize=blocksize,
+                        shape=shape, dtype=dtype, nested_absmax=nested_absmax, nested_quant_map=nested_quant_map,
+                        nested_offset=nested_offset)
 
 
 # -- every other GGUF block type: <type>_dequantize, <type>_matmul, <type>_quantize (KC-1.5) ------------------

@@ -39,6 +39,15 @@ class NotChecked(BaseModel):
     reason: str
 
 
+class NotRead(BaseModel):
+    """Something beside the tensors that was not judged: a file of the checkpoint's directory, GGUF metadata."""
+
+    model_config = _FORBID
+
+    what: str
+    reason: str
+
+
 class Summary(BaseModel):
     """The same keys for every format: counts of layers, findings and tensors, and what was not checked."""
 
@@ -55,6 +64,7 @@ class Summary(BaseModel):
     tensors_by_kind: dict[str, KindCount] = Field(description="kind (quantized, float, metadata, ...) -> counts")
     not_checked: list[NotChecked]
     modules_not_checked: int = Field(ge=0, description="modules of layouts qformats does not decode (QF-5.2)")
+    not_read: list[NotRead] = Field(default_factory=list, description="files and metadata not judged (CKPT-5.1)")
     strict: bool | None = Field(None, description="present, true, under --strict")
 
 

@@ -261,6 +261,8 @@ CODES: dict[str, tuple[str, str]] = {
     "ckpt.module.missing": ("CKPT-5.5", "a module other layers hold beside this layer's modules is missing"),
     "ckpt.block.absent": ("CKPT-5.5", "a whole sub-block other layers hold is absent from a layer (warning)"),
     "ckpt.module.partial": ("CKPT-5.6", "a module holds a format's partner tensors without its anchor tensor"),
+    # -- the Triton reference kernels (spec/kernels.md) --------------------------------------
+    "kernel.layer.changed": ("KC-7.3", "a prepared kernel layer's tensor was written to in place after prepare"),
 }
 
 

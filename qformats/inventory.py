@@ -22,7 +22,7 @@ from .findings import Finding, finding, plural
 
 __all__ = ["KINDS", "FLOAT_DTYPES", "SCAN_BYTES", "tensor_kinds", "check_plain", "config_shape_findings",
            "summary", "kind_of_dtype", "nonfinite_counts",
-           "module_shape_findings"]
+           "module_shape_findings", "not_read"]
 
 KINDS = ("quantized", "float", "integer", "other")
 SCAN_BYTES = 1 << 24          # a float tensor is scanned 16 MiB at a time: the masks stay that small
@@ -258,3 +258,34 @@ def summary(kinds: dict[str, str], unchecked: dict[str, str]) -> dict[str, Any]:
             "tensors_by_kind": {k: v for k, v in by_kind.items() if v["total"]},
             "not_checked": [{"tensor": name, "kind": kinds[name], "reason": why}
                             for name, why in sorted(unchecked.items())]}
+
+
+# -- CKPT-5.1: what is not a tensor ---------------------------------------------------------------------------------
+
+NOT_READ_SHOWN = 50          # a directory of thousands of files is summarised after this many names
+
+
+def not_read(ckpt: Any) -> list[dict[str, str]]:
+    """Files of a checkpoint directory that are neither weights nor the configs read, and a GGUF file's metadata
+    beyond what the checks use: named in the report so that "checked" never reaches them by implication."""
+    import os
+
+    if ckpt.kind == "gguf":
+        n = len(ckpt.gguf.metadata)
+        return [{"what": f"{plural(n, 'metadata key')}", "reason": "read within the container's bounds (GGUF-2); "
+                 "their meaning (tokenizer, chat template, hyperparameters) is not judged, but for "
+                 "general.alignment and the architecture's block_count (CKPT-5.4)"}]
+    directory = ckpt.path if os.path.isdir(ckpt.path) else os.path.dirname(ckpt.path) or "."
+    used = {os.path.basename(f) for f in ckpt.files} | {os.path.basename(c.file) for c in ckpt.configs}
+    used |= {os.path.basename(ckpt.index_file)} if ckpt.index_file else set()
+    used |= {"config.json"} if ckpt.model_config is not None else set()      # read for CKPT-5.3/5.4
+    if os.path.isfile(ckpt.path):
+        return []                     # a single file was asked for: its directory is not the checkpoint
+    try:
+        names = sorted(n for n in os.listdir(directory) if n not in used and os.path.isfile(os.path.join(directory, n)))
+    except OSError:
+        return []
+    shown = [{"what": n, "reason": "not a weight or quantization config file: not read"} for n in names[:NOT_READ_SHOWN]]
+    if len(names) > NOT_READ_SHOWN:
+        shown.append({"what": f"{len(names) - NOT_READ_SHOWN} more files", "reason": "not read"})
+    return shown

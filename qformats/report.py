@@ -57,7 +57,8 @@ def scope(summary: dict, *, names: str = "-v names them") -> str:
 def _not_checked_lines(report: Report, verbose: bool) -> list[str]:
     """-v: every tensor not checked, grouped by the reason (CKPT-5.1)."""
     entries = report.summary.get("not_checked") or []
-    if not verbose or not entries:
+    others = report.summary.get("not_read") or []
+    if not verbose or not (entries or others):
         return []
     by_reason: dict[str, list[str]] = defaultdict(list)
     for entry in entries:
@@ -66,6 +67,11 @@ def _not_checked_lines(report: Report, verbose: bool) -> list[str]:
     for reason, names in by_reason.items():
         lines.append(f"  {plural(len(names), 'tensor')}: {_indented(reason)}")
         lines.append(f"    {', '.join(names)}")
+    by_reason = defaultdict(list)
+    for entry in others:
+        by_reason[entry["reason"]].append(entry["what"])
+    for reason, names in by_reason.items():
+        lines.append(f"  {', '.join(names)}: {reason}")
     return lines
 
 

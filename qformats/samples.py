@@ -224,6 +224,48 @@ def q4_k_m_nan_scale_gguf(out: Path) -> None:
     _write_gguf(out, tensors)
 
 
+def _bnb_tensors(module: str, w: np.ndarray, quant_type: str, nested: bool) -> dict[str, np.ndarray]:
+    """One Linear4bit as bitsandbytes saves it (BNB-1.1): packed codes, absmax (double-quantized when
+    ``nested``), quant_map, the nested state and the quant_state JSON bytes, keys in as_dict's order."""
+    from .formats import bnb
+    from .formats.bnb.cases import STORED_MAPS
+
+    packed, absmax = bnb.quantize_4bit(w, quant_type=quant_type, blocksize=64)
+    state: dict = {"quant_type": quant_type, "blocksize": 64, "dtype": "bfloat16", "shape": list(w.shape)}
+    out = {f"{module}.weight": packed, f"{module}.weight.quant_map": STORED_MAPS[quant_type]}
+    if nested:
+        codes, nested_absmax, offset = bnb.quantize_absmax(absmax)
+        out |= {f"{module}.weight.absmax": codes, f"{module}.weight.nested_absmax": nested_absmax,
+                f"{module}.weight.nested_quant_map": bnb.dynamic_map()}
+        state |= {"nested_blocksize": 256, "nested_dtype": "float32", "nested_offset": offset}
+    else:
+        out[f"{module}.weight.absmax"] = absmax
+    out[f"{module}.weight.quant_state.bitsandbytes__{quant_type}"] = np.frombuffer(json.dumps(state).encode(), np.uint8)
+    return out
+
+
+def _bnb_config(quant_type: str, nested: bool) -> dict:
+    return {"quant_method": "bitsandbytes", "load_in_4bit": True, "load_in_8bit": False, "_load_in_4bit": True,
+            "_load_in_8bit": False, "bnb_4bit_quant_type": quant_type, "bnb_4bit_use_double_quant": nested,
+            "bnb_4bit_compute_dtype": "bfloat16", "bnb_4bit_quant_storage": "uint8", "llm_int8_threshold": 6.0,
+            "llm_int8_skip_modules": None, "llm_int8_has_fp16_weight": False, "llm_int8_enable_fp32_cpu_offload": False}
+
+
+def bnb_nf4_dq(out: Path) -> None:
+    """Valid: bitsandbytes NF4 with double quantization, blocksize 64, as transformers saves it (BNB-1.1, BNB-4)."""
+    tensors = {k: v for m, w in _weights(11).items() for k, v in _bnb_tensors(m, w, "nf4", True).items()}
+    _write_dir(out, tensors, _bnb_config("nf4", True))
+
+
+def bnb_fp4_nan_absmax(out: Path) -> None:
+    """Invalid: bitsandbytes FP4 with a NaN absmax in block 3 of q_proj, which bitsandbytes decodes to NaN (BNB-3.4)."""
+    tensors = {k: v for m, w in _weights(12).items() for k, v in _bnb_tensors(m, w, "fp4", False).items()}
+    absmax = tensors[f"{MODULES[0]}.weight.absmax"].copy()
+    absmax[3] = np.nan
+    tensors[f"{MODULES[0]}.weight.absmax"] = absmax
+    _write_dir(out, tensors, _bnb_config("fp4", False))
+
+
 # name -> (writer, expected verdict, finding codes the validator must report)
 SAMPLES = {
     "gptq_v1_sym_4bit": (gptq_v1_sym, "valid", []),
@@ -239,6 +281,8 @@ SAMPLES = {
     "ctensors_w4_asym": (ctensors_w4_asym, "valid", []),
     "ctensors_nan_scale": (ctensors_nan_scale, "invalid", ["ctensors.scales.nonfinite"]),
     "ctensors_w3_per_word_0_17": (ctensors_w3_per_word_0_17, "valid", []),
+    "bnb_nf4_dq": (bnb_nf4_dq, "valid", []),
+    "bnb_fp4_nan_absmax": (bnb_fp4_nan_absmax, "invalid", ["bnb.absmax.nonfinite"]),
 }
 
 
@@ -256,6 +300,8 @@ CLAUSES = {
     "ctensors_w4_asym": ["CT-2.1", "CT-2.5", "CT-5.1", "QF-5.1"],
     "ctensors_nan_scale": ["CT-3.3"],
     "ctensors_w3_per_word_0_17": ["CT-2.6"],
+    "bnb_nf4_dq": ["BNB-1.1", "BNB-4.1", "BNB-5.1", "QF-5.1"],
+    "bnb_fp4_nan_absmax": ["BNB-3.4"],
 }
 FEATURES = {
     "gptq_v1_sym_4bit": ["bits:4", "sym", "version:v1"],
@@ -271,6 +317,8 @@ FEATURES = {
     "ctensors_w4_asym": ["bits:4", "asym", "strategy:group"],
     "ctensors_nan_scale": ["bits:4", "asym", "scale:nan"],
     "ctensors_w3_per_word_0_17": ["bits:3", "asym", "layout:per-word", "writer:compressed-tensors 0.17"],
+    "bnb_nf4_dq": ["quant_type:nf4", "blocksize:64", "double_quant"],
+    "bnb_fp4_nan_absmax": ["quant_type:fp4", "blocksize:64", "absmax:nan"],
 }
 
 

@@ -170,7 +170,8 @@ def validate(path: str, *, deep: bool = False, fmt: str = "auto", progress: Prog
             raise
         report = _report(str(path), "unknown", [from_error(err)], [])   # CKPT-5.1: nothing could be read
         return report.model_copy(update={"summary": {**report.summary, "container": "unreadable",
-                                                     **inventory.summary({}, {}), "modules_not_checked": 0}})
+                                                     **inventory.summary({}, {}), "modules_not_checked": 0,
+                                                     "not_read": []}})
     with ckpt:
         if ckpt.kind == "gguf":
             rows, findings = _gguf(ckpt, fmt, deep, progress)
@@ -180,7 +181,8 @@ def validate(path: str, *, deep: bool = False, fmt: str = "auto", progress: Prog
             # modules_not_checked: the same summary keys for every format; a GGUF tensor qformats cannot
             # decode is counted among the tensors not checked (GGML-3.5), never as a foreign module
             return report.model_copy(update={"summary": {**report.summary, "container": "gguf",
-                                                         **_gguf_account(ckpt, rows, fmt), "modules_not_checked": 0}})
+                                                         **_gguf_account(ckpt, rows, fmt), "modules_not_checked": 0,
+                                                         "not_read": inventory.not_read(ckpt)}})
         _refuse_foreign_method(ckpt)
         all_layers, foreign = group_layers(ckpt.tensor_names(), ckpt.config)
         layers = [layer for layer in all_layers if fmt in ("auto", layer.format)]
@@ -389,7 +391,7 @@ def _account(ckpt: Checkpoint, all_layers: list[LayerGroup], layers: list[LayerG
     for name in plain:
         if name not in scanned:
             unchecked[name] = _plain_reason(kinds[name], deep)
-    return {"findings": more, **inventory.summary(kinds, unchecked)}
+    return {"findings": more, **inventory.summary(kinds, unchecked), "not_read": inventory.not_read(ckpt)}
 
 
 def _why_unchecked(layer: LayerGroup, asked: bool, findings: list[Finding], fmt: str) -> str | None:

@@ -7,6 +7,11 @@
     w = ctensors.dequantize(weight_packed=..., weight_scale=..., weight_shape=..., num_bits=3, group_size=-1)
                                                 # compressed-tensors pack-quantized, widths 1..8, (out, in) float32
 
+Each module also checks once and runs many times (KC-7): ``p = gptq.prepare(qweight=..., ..., version="v2")``
+runs every check of the entry points once and returns a frozen layer; ``gptq.dequantize_prepared(p)`` and
+``gptq.matmul_prepared(p, x)`` then do no host work and refuse a layer written to since. The entry points
+are ``prepare`` plus the prepared call; ``reference_kernels.strict`` runs the prepared path as a subject.
+
 Entry points follow the conformance call contract (DESIGN.md §6) and take NumPy arrays or torch
 tensors on any device, returning the same kind. Without a CUDA device the kernels run in Triton's
 interpreter on the CPU (``TRITON_INTERPRET=1``, set here before Triton is imported when no GPU is

@@ -25,8 +25,8 @@ class Inputs:
         if isinstance(a, torch.Tensor):
             return a.to(self.device).contiguous()
         arr = np.ascontiguousarray(a)
-        if not arr.flags.writeable:                 # torch wants writeable memory; never ours to write
-            arr = arr.copy()
+        if not arr.flags.writeable or (isinstance(a, np.ndarray) and np.may_share_memory(arr, a)):
+            arr = arr.copy()        # torch wants writeable memory, and a prepared layer owns its tensors (KC-7.3)
         return torch.from_numpy(arr).to(self.device)
 
     def out(self, result: torch.Tensor) -> Any:

@@ -1,7 +1,8 @@
 """The kernels every 256-weight GGUF super-block type shares (q4_K, q5_K, q6_K).
 
-Reads top to bottom: launchers, kernels, tile configurations. A format module supplies its block size
-in bytes and one ``@triton.jit`` function ``values(blk, j, l)``: the float32 reference value of weight
+Reads top to bottom: the prepared layer, launchers, kernels, tile configurations. A format module checks
+its blocks, computes its float16-W bound once, and supplies its block size in bytes and one
+``@triton.jit`` function ``values(blk, j, l)``: the float32 reference value of weight
 ``l`` of 32-weight group ``j`` of the block at byte pointer ``blk`` (all broadcast together). Everything
 else (grids, the GEMV and tensor-core loops, the float16 rounding of W, QF-4.6) is the same for all of
 them and lives here once; ``VALUES`` is passed as a compile-time constant, so each format gets its
@@ -14,36 +15,51 @@ import torch
 import triton
 import triton.language as tl
 
-from qformats.errors import fail
-
+from ._prepared import Prepared as _Base
+from ._prepared import checked_x
 from ._tiles import dot_w
 
-__all__ = ["dequantize", "matmul", "fp16_at"]
+__all__ = ["Prepared", "dequantize_prepared", "matmul_prepared", "fp16_at"]
+
+
+# -- the prepared layer (KC-7) ---------------------------------------------------------------------------
+
+class Prepared(_Base):
+    """Checked blocks ``(rows, n // 256 * block_bytes)`` of one type, its ``values`` function and whether
+    every |W| fits float16 (``fp16_safe``, computed once here rather than synced on every batched call)."""
+
+    def __init__(self, blocks: torch.Tensor, rows: int, n: int, values, block_bytes: int, fp16_safe: bool) -> None:
+        self.blocks, self.rows, self.n, self.values, self.block_bytes = blocks, rows, n, values, block_bytes
+        self.fp16_safe, self.device = fp16_safe, blocks.device
+        self._freeze("blocks")
 
 
 # -- launchers ---------------------------------------------------------------------------------------
 
-def dequantize(b: torch.Tensor, rows: int, n: int, values, block_bytes: int) -> torch.Tensor:
-    """float16 ``(rows, n)``: each reference value rounded once."""
-    out = torch.empty((rows, n), dtype=torch.float16, device=b.device)
-    groups = rows * n // 32
-    _dequantize_kernel[(triton.cdiv(groups, GROUPS),)](b, out, groups, VALUES=values, BB=block_bytes, SB=GROUPS)
+def dequantize_prepared(p: Prepared) -> torch.Tensor:
+    """float16 ``(rows, n)``: each reference value rounded once; no host work (KC-7.2)."""
+    p.check_unchanged()
+    out = torch.empty((p.rows, p.n), dtype=torch.float16, device=p.device)
+    groups = p.rows * p.n // 32
+    _dequantize_kernel[(triton.cdiv(groups, GROUPS),)](p.blocks, out, groups, VALUES=p.values, BB=p.block_bytes,
+                                                       SB=GROUPS)
     return out
 
 
-def matmul(b: torch.Tensor, xt: torch.Tensor, rows: int, n: int, values, block_bytes: int, fp16_w) -> torch.Tensor:
+def matmul_prepared(p: Prepared, xt: torch.Tensor) -> torch.Tensor:
     """float16 ``x @ W.T``, float32 accumulation: a GEMV for batch 1, tensor-core tiles otherwise, where W is
-    rounded to float16 only if ``fp16_w()`` says every |W| fits (QF-4.6)."""
-    if xt.ndim != 2 or xt.shape[1] != n:
-        raise fail("tensor.shape", "x", f"(batch, {n}) float16", tuple(xt.shape))
-    m = xt.shape[0]
-    y = torch.empty((m, rows), dtype=torch.float16, device=b.device)
+    rounded to float16 only if every |W| fits (QF-4.6); no host work (KC-7.2)."""
+    p.check_unchanged()
+    m = checked_x(xt, p.n, p.device).shape[0]
+    y = torch.empty((m, p.rows), dtype=torch.float16, device=p.device)
     if m == 1:
-        _gemv_kernel[(triton.cdiv(rows, BLOCK_ROWS),)](xt, b, y, rows, n, VALUES=values, BB=block_bytes, BR=BLOCK_ROWS)
+        _gemv_kernel[(triton.cdiv(p.rows, BLOCK_ROWS),)](xt, p.blocks, y, p.rows, p.n, VALUES=p.values,
+                                                         BB=p.block_bytes, BR=BLOCK_ROWS)
     else:
         bm = 16 if m <= 16 else 64
-        _matmul_kernel[(triton.cdiv(m, bm), triton.cdiv(rows, BLOCK_ROWS))](
-            xt, b, y, m, rows, n, VALUES=values, BB=block_bytes, FP16_W=fp16_w(), BM=bm, BR=BLOCK_ROWS)
+        _matmul_kernel[(triton.cdiv(m, bm), triton.cdiv(p.rows, BLOCK_ROWS))](
+            xt, p.blocks, y, m, p.rows, p.n, VALUES=p.values, BB=p.block_bytes, FP16_W=p.fp16_safe, BM=bm,
+            BR=BLOCK_ROWS)
     return y
 
 

@@ -39,13 +39,14 @@ import torch
 import triton
 import triton.language as tl
 
-from qformats.errors import fail
 from qformats.formats.awq.codec import checked_tensors
 
 from ._arrays import Inputs, checked_group_size, host_copy
+from ._prepared import Prepared as _Base
+from ._prepared import checked_x
 from ._tiles import dot_w, row_tile
 
-__all__ = ["dequantize", "matmul"]
+__all__ = ["dequantize", "matmul", "prepare", "Prepared", "dequantize_prepared", "matmul_prepared"]
 
 MAXQ = 15                                   # the largest 4-bit code (AWQ-2.3)
 
@@ -54,18 +55,23 @@ MAXQ = 15                                   # the largest 4-bit code (AWQ-2.3)
 
 def dequantize(*, qweight, qzeros, scales, group_size):
     layer, inputs = _prepare(qweight, qzeros, scales, group_size)
-    return inputs.out(_dequantize(layer))
+    return inputs.out(dequantize_prepared(layer))
 
 
 def matmul(*, qweight, qzeros, scales, group_size, x):
     layer, inputs = _prepare(qweight, qzeros, scales, group_size, x=x)
-    return inputs.out(_matmul(layer, inputs.t["x"].to(torch.float16)))
+    return inputs.out(matmul_prepared(layer, inputs.t["x"].to(torch.float16)))
 
 
-# -- load-time checks ----------------------------------------------------------------------------------
+# -- load-time preparation (KC-7) ----------------------------------------------------------------------
 
-class _Layer:
-    """A checked layer on its device: tensors, dimensions and the tile plan."""
+def prepare(*, qweight, qzeros, scales, group_size) -> Prepared:
+    """Check the layer once (the validating checks of KC-4.2, on host copies) and plan its tiles."""
+    return _prepare(qweight, qzeros, scales, group_size)[0]
+
+
+class Prepared(_Base):
+    """A checked layer on its device: tensors, dimensions, the tile plan and the float16-W flag; frozen."""
 
     def __init__(self, t: dict[str, torch.Tensor], k: int, n: int, group_size: int, max_scale: float) -> None:
         self.qweight, self.qzeros, self.scales = t["qweight"], t["qzeros"], t["scales"]
@@ -76,22 +82,25 @@ class _Layer:
         self.scalar_group = groups == 1 or self.block_k > 0     # every row tile lies in one group
         self.block_k = self.block_k or 32
         self.fp16_safe = max_scale * MAXQ <= 65504.0            # |W| <= max|s| * 15 fits float16
+        self.device = self.scales.device
+        self._freeze("qweight", "qzeros", "scales")
 
 
-def _prepare(qweight: Any, qzeros: Any, scales: Any, group_size: Any, **extra: Any) -> tuple[_Layer, Inputs]:
+def _prepare(qweight: Any, qzeros: Any, scales: Any, group_size: Any, **extra: Any) -> tuple[Prepared, Inputs]:
     gs, host = checked_tensors({"qweight": host_copy(qweight), "qzeros": host_copy(qzeros), "scales": host_copy(scales)},
                                checked_group_size(group_size, "KC-1.8"))
     k, n = host["qweight"].shape[0], host["scales"].shape[1]
     max_scale = float(np.abs(host["scales"].astype(np.float32)).max()) if host["scales"].size else 0.0
     inputs = Inputs(qweight=qweight, qzeros=qzeros, scales=scales, **extra)
-    return _Layer(inputs.t, k, n, gs, max_scale), inputs
+    return Prepared(inputs.t, k, n, gs, max_scale), inputs
 
 
 # -- launchers ---------------------------------------------------------------------------------------
 
-def _dequantize(p: _Layer) -> torch.Tensor:
-    """W (out, in) = (N, K), float32, exactly the reference values."""
-    out = torch.empty((p.n, p.k), dtype=torch.float32, device=p.scales.device)
+def dequantize_prepared(p: Prepared) -> torch.Tensor:
+    """W (out, in) = (N, K), float32, exactly the reference values; no host work (KC-7.2)."""
+    p.check_unchanged()
+    out = torch.empty((p.n, p.k), dtype=torch.float32, device=p.device)
     if out.numel():
         grid = (triton.cdiv(p.n, BLOCK_N), triton.cdiv(p.k, p.block_k))
         _dequantize_kernel[grid](p.qweight, p.qzeros, p.scales, out, p.k, p.n, p.group_rows,
@@ -99,13 +108,12 @@ def _dequantize(p: _Layer) -> torch.Tensor:
     return out
 
 
-def _matmul(p: _Layer, xt: torch.Tensor) -> torch.Tensor:
-    """y = x @ W.T, float16 (batch, out), for float16 ``xt`` (batch, in)."""
-    if xt.ndim != 2 or xt.shape[1] != p.k:
-        raise fail("tensor.shape", "x", f"(batch, {p.k}) float16", tuple(xt.shape))
-    m = xt.shape[0]
-    y = torch.zeros((m, p.n), dtype=torch.float16, device=p.scales.device)
-    if not y.numel() or not p.k:                 # nothing to launch: an empty batch, or K = 0 (y = 0)
+def matmul_prepared(p: Prepared, xt: torch.Tensor) -> torch.Tensor:
+    """y = x @ W.T, float16 (batch, out), for contiguous float16 ``xt`` (batch, in); no host work (KC-7.2)."""
+    p.check_unchanged()
+    m = checked_x(xt, p.k, p.device).shape[0]
+    y = torch.zeros((m, p.n), dtype=torch.float16, device=p.device)
+    if not m or not p.n or not p.k:                 # nothing to launch: an empty batch, or K = 0 (y = 0)
         return y
     args = (p.qweight, p.qzeros, p.scales, y, m, p.k, p.n, p.group_rows)
     if m == 1:                                   # GEMV: one row of x, products summed along k

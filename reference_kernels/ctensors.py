@@ -41,32 +41,38 @@ import torch
 import triton
 import triton.language as tl
 
-from qformats.errors import fail
 from qformats.formats.ctensors.codec import checked_tensors
 
 from ._arrays import Inputs, checked_group_size, host_copy
+from ._prepared import Prepared as _Base
+from ._prepared import checked_x
 from ._tiles import dot_w, row_tile
 
-__all__ = ["dequantize", "matmul"]
+__all__ = ["dequantize", "matmul", "prepare", "Prepared", "dequantize_prepared", "matmul_prepared"]
 
 
 # -- entry points (DESIGN.md §6, KC-1.9) ----------------------------------------------------------------
 
 def dequantize(*, weight_packed, weight_scale, weight_shape, num_bits, group_size, weight_zero_point=None):
     layer, inputs = _prepare(weight_packed, weight_scale, weight_shape, weight_zero_point, num_bits, group_size)
-    return inputs.out(_dequantize(layer))
+    return inputs.out(dequantize_prepared(layer))
 
 
 def matmul(*, weight_packed, weight_scale, weight_shape, num_bits, group_size, x, weight_zero_point=None):
     layer, inputs = _prepare(weight_packed, weight_scale, weight_shape, weight_zero_point, num_bits, group_size,
                              x=x)
-    return inputs.out(_matmul(layer, inputs.t["x"].to(torch.float16)))
+    return inputs.out(matmul_prepared(layer, inputs.t["x"].to(torch.float16)))
 
 
-# -- load-time checks ----------------------------------------------------------------------------------
+# -- load-time preparation (KC-7) ----------------------------------------------------------------------
 
-class _Layer:
-    """A checked layer on its device: tensors, dimensions and the tile plan."""
+def prepare(*, weight_packed, weight_scale, weight_shape, num_bits, group_size, weight_zero_point=None) -> Prepared:
+    """Check the layer once (the validating checks of KC-4.2, on host copies) and plan its tiles."""
+    return _prepare(weight_packed, weight_scale, weight_shape, weight_zero_point, num_bits, group_size)[0]
+
+
+class Prepared(_Base):
+    """A checked layer on its device: tensors, dimensions, the tile plan and the float16-W flag; frozen."""
 
     def __init__(self, t: dict[str, torch.Tensor], host: dict[str, Any], bits: int) -> None:
         self.packed = t["weight_packed"]
@@ -80,10 +86,12 @@ class _Layer:
         # |W| <= max|s| * (2^b - 1): q and zp both lie in [-o, o - 1]
         max_scale = float(np.abs(host["weight_scale"].astype(np.float32)).max())
         self.fp16_safe = max_scale * ((1 << bits) - 1) <= 65504.0
+        self.words, self.device = self.packed.shape[1], self.packed.device
+        self._freeze("packed", "scale", *(("zero",) if self.zero is not None else ()))
 
 
 def _prepare(weight_packed: Any, weight_scale: Any, weight_shape: Any, weight_zero_point: Any, num_bits: Any,
-             group_size: Any, **extra: Any) -> tuple[_Layer, Inputs]:
+             group_size: Any, **extra: Any) -> tuple[Prepared, Inputs]:
     layer = {"weight_packed": host_copy(weight_packed), "weight_scale": host_copy(weight_scale),
              "weight_shape": host_copy(weight_shape)}
     if weight_zero_point is not None:
@@ -92,36 +100,36 @@ def _prepare(weight_packed: Any, weight_scale: Any, weight_shape: Any, weight_ze
     arrays = {"weight_packed": weight_packed, "weight_scale": weight_scale} | \
         ({"weight_zero_point": weight_zero_point} if weight_zero_point is not None else {})
     inputs = Inputs(**arrays, **extra)
-    return _Layer(inputs.t, host, int(num_bits)), inputs
+    return Prepared(inputs.t, host, int(num_bits)), inputs
 
 
 # -- launchers ---------------------------------------------------------------------------------------
 
-def _launch_args(p: _Layer) -> tuple:
+def _launch_args(p: Prepared) -> tuple:
     zero = p.zero if p.zero is not None else p.packed          # never read without HAS_ZP
     return (p.packed, zero, p.scale), dict(BITS=p.bits, HAS_ZP=p.zero is not None, SCALAR_GROUP=p.scalar_group)
 
 
-def _dequantize(p: _Layer) -> torch.Tensor:
-    """W (out, in) = (N, K), float32, exactly the reference values."""
-    out = torch.empty((p.n, p.k), dtype=torch.float32, device=p.packed.device)
+def dequantize_prepared(p: Prepared) -> torch.Tensor:
+    """W (out, in) = (N, K), float32, exactly the reference values; no host work (KC-7.2)."""
+    p.check_unchanged()
+    out = torch.empty((p.n, p.k), dtype=torch.float32, device=p.device)
     ptrs, flags = _launch_args(p)
     grid = (triton.cdiv(p.n, BLOCK_N), triton.cdiv(p.k, p.block_k))
-    _dequantize_kernel[grid](*ptrs, out, p.k, p.n, p.packed.shape[1], p.groups, p.group_rows, BN=BLOCK_N,
+    _dequantize_kernel[grid](*ptrs, out, p.k, p.n, p.words, p.groups, p.group_rows, BN=BLOCK_N,
                              BK=p.block_k, **flags)
     return out
 
 
-def _matmul(p: _Layer, xt: torch.Tensor) -> torch.Tensor:
-    """y = x @ W.T, float16 (batch, out), for float16 ``xt`` (batch, in)."""
-    if xt.ndim != 2 or xt.shape[1] != p.k:
-        raise fail("tensor.shape", "x", f"(batch, {p.k}) float16", tuple(xt.shape))
-    m = xt.shape[0]
-    y = torch.empty((m, p.n), dtype=torch.float16, device=p.packed.device)
+def matmul_prepared(p: Prepared, xt: torch.Tensor) -> torch.Tensor:
+    """y = x @ W.T, float16 (batch, out), for contiguous float16 ``xt`` (batch, in); no host work (KC-7.2)."""
+    p.check_unchanged()
+    m = checked_x(xt, p.k, p.device).shape[0]
+    y = torch.empty((m, p.n), dtype=torch.float16, device=p.device)
     if not m:
         return y
     ptrs, flags = _launch_args(p)
-    args = (*ptrs, y, m, p.k, p.n, p.packed.shape[1], p.groups, p.group_rows)
+    args = (*ptrs, y, m, p.k, p.n, p.words, p.groups, p.group_rows)
     if m == 1:                                   # GEMV: one row of x, products summed along k
         _gemv_kernel[(triton.cdiv(p.n, BLOCK_N),)](xt, *args, BN=BLOCK_N, BK=p.block_k, **flags)
     else:                                        # small batches and prefill: tensor-core tiles

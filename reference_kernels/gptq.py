@@ -36,6 +36,8 @@ import triton.language as tl
 from qformats.errors import fail
 
 from ._arrays import Inputs
+from ._prepared import Prepared as _Base
+from ._prepared import checked_x
 from ._tiles import dot_w, row_tile
 
 __all__ = ["dequantize_v1", "dequantize_v2", "matmul_v1", "matmul_v2", "prepare", "Prepared", "dequantize_prepared",
@@ -62,8 +64,8 @@ def matmul_v2(*, qweight, qzeros, scales, g_idx, bits, group_size, x):
 
 # -- load-time preparation -----------------------------------------------------------------------------
 
-class Prepared:
-    """A layer checked and reordered once (act-order), ready for any number of launches."""
+class Prepared(_Base):
+    """A layer checked and reordered once (act-order), ready for any number of launches; frozen (KC-7)."""
 
     def __init__(self, t: dict[str, torch.Tensor], bits: int, group_size: int, version: str) -> None:
         self.qweight, self.qzeros, self.scales = t["qweight"], t["qzeros"], t["scales"]
@@ -82,6 +84,8 @@ class Prepared:
         # |W| <= max|s| * maxq (|q - z| <= maxq for z in [0, maxq], v1 z <= maxq): float16 holds W when
         # that is at most 65504; otherwise rounding W to float16 would overflow to inf (and inf - inf).
         self.fp16_safe = float(self.scales.abs().max()) * ((1 << bits) - 1) <= 65504.0 if self.scales.numel() else True
+        self.device, self.zero_words = self.scales.device, self.qzeros.shape[1]
+        self._freeze("qweight", "qzeros", "scales", "row_group", "perm")
 
 
 def _check(t: dict[str, torch.Tensor], bits: int, group_size: int) -> None:
@@ -139,9 +143,17 @@ def _zero_fields(qzeros: torch.Tensor, bits: int, n: int) -> torch.Tensor:
     return (lo | hi) & ((1 << bits) - 1)
 
 
-def prepare(qweight: Any, qzeros: Any, scales: Any, g_idx: Any, *, bits: int, group_size: int,
-            version: str) -> tuple[Prepared, Inputs]:
-    """Check the layer (shapes, g_idx range, v1 all-ones fields) and reorder its rows by group."""
+def prepare(*, qweight: Any, qzeros: Any, scales: Any, g_idx: Any = None, bits: int, group_size: int,
+            version: str) -> Prepared:
+    """Check the layer once (shapes, g_idx range and group sizes, finite scales, v1 all-ones fields) and
+    reorder its rows by group; ``version`` is ``"v1"`` or ``"v2"``."""
+    if version not in ("v1", "v2"):
+        raise fail("argument.invalid", "version", "v1 or v2", version)
+    return _prepare(qweight, qzeros, scales, g_idx, bits=bits, group_size=group_size, version=version)[0]
+
+
+def _prepare(qweight: Any, qzeros: Any, scales: Any, g_idx: Any, *, bits: int, group_size: int,
+             version: str) -> tuple[Prepared, Inputs]:
     if g_idx is None:
         g_idx = _default_g_idx(qweight, bits, group_size)
     inputs = Inputs(qweight=qweight, qzeros=qzeros, scales=scales, g_idx=g_idx)
@@ -160,32 +172,33 @@ def prepare(qweight: Any, qzeros: Any, scales: Any, g_idx: Any, *, bits: int, gr
 # -- launchers ---------------------------------------------------------------------------------------
 
 def _dequantize(version, qweight, qzeros, scales, g_idx, bits, group_size):
-    p, inputs = prepare(qweight, qzeros, scales, g_idx, bits=bits, group_size=group_size, version=version)
+    p, inputs = _prepare(qweight, qzeros, scales, g_idx, bits=bits, group_size=group_size, version=version)
     return inputs.out(dequantize_prepared(p))
 
 
 def _matmul(version, qweight, qzeros, scales, g_idx, bits, group_size, x):
-    p, inputs = prepare(qweight, qzeros, scales, g_idx, bits=bits, group_size=group_size, version=version)
+    p, inputs = _prepare(qweight, qzeros, scales, g_idx, bits=bits, group_size=group_size, version=version)
     return inputs.out(matmul_prepared(p, inputs._tensor(x).to(torch.float16)))
 
 
 def dequantize_prepared(p: Prepared) -> torch.Tensor:
-    """W (out, in) float16 of a prepared layer (what an engine calls after loading)."""
-    out = torch.empty((p.n, p.k), dtype=torch.float16, device=p.scales.device)
+    """W (out, in) float16 of a prepared layer (what an engine calls after loading); no host work (KC-7.2)."""
+    p.check_unchanged()
+    out = torch.empty((p.n, p.k), dtype=torch.float16, device=p.device)
     grid = (triton.cdiv(p.n, BLOCK_N), triton.cdiv(p.k, p.block_k))
     _dequantize_kernel[grid](p.qweight, p.qzeros, p.scales, p.row_group, p.perm, out, p.k, p.n,
-                             p.qzeros.shape[1], p.group_rows, BITS=p.bits, V1=p.v1, SCALAR_GROUP=p.scalar_group,
+                             p.zero_words, p.group_rows, BITS=p.bits, V1=p.v1, SCALAR_GROUP=p.scalar_group,
                              HAS_PERM=p.has_perm, BN=BLOCK_N, BK=p.block_k)
     return out
 
 
 def matmul_prepared(p: Prepared, xt: torch.Tensor) -> torch.Tensor:
-    """y = x @ W.T, float16 (batch, out), for float16 ``xt`` (batch, in) on the layer's device."""
-    if xt.ndim != 2 or xt.shape[1] != p.k:
-        raise fail("tensor.shape", "x", f"(batch, {p.k}) float16", tuple(xt.shape))
-    m = xt.shape[0]
-    y = torch.empty((m, p.n), dtype=torch.float16, device=p.scales.device)
-    args = (p.qweight, p.qzeros, p.scales, p.row_group, p.perm, y, m, p.k, p.n, p.qzeros.shape[1], p.group_rows)
+    """y = x @ W.T, float16 (batch, out), for contiguous float16 ``xt`` (batch, in) on the layer's device; no
+    host work (KC-7.2)."""
+    p.check_unchanged()
+    m = checked_x(xt, p.k, p.device).shape[0]
+    y = torch.empty((m, p.n), dtype=torch.float16, device=p.device)
+    args = (p.qweight, p.qzeros, p.scales, p.row_group, p.perm, y, m, p.k, p.n, p.zero_words, p.group_rows)
     flags = dict(BITS=p.bits, V1=p.v1, SCALAR_GROUP=p.scalar_group, HAS_PERM=p.has_perm, BK=p.block_k)
     if m == 1:                                   # GEMV: one row of x, products summed along k
         _gemv_kernel[(triton.cdiv(p.n, BLOCK_N),)](xt, *args, BN=BLOCK_N, **flags)

@@ -1,7 +1,8 @@
 """llama.cpp q4_K in Triton: dequantize and fused dequantize-and-multiply (spec/q4_k.md).
 
-Reads top to bottom: entry points, checks, the one device function that reads a weight; the
-launchers, kernels and tile configurations are shared by the super-block types (``_superblock.py``).
+Reads top to bottom: entry points, load-time preparation and checks, the one device function that reads a
+weight; the prepared layer, launchers, kernels and tile configurations are shared by the super-block types
+(``_superblock.py``).
 
 Block geometry (Q4K-1.1): 144 bytes = 2 (d) + 2 (dmin) + 12 (scales) + 128 (qs) for 256 weights in
 8 sub-blocks of 32. Weight ``i`` of a block is in sub-block ``j = i // 32`` at ``l = i % 32``; its
@@ -29,26 +30,27 @@ from qformats.errors import fail
 
 from ._arrays import Inputs
 from . import _superblock as superblock
+from ._prepared import block_entries
 from ._superblock import fp16_at
 
-__all__ = ["dequantize", "matmul"]
+__all__ = ["dequantize", "matmul", "prepare", "Prepared", "dequantize_prepared", "matmul_prepared"]
 
 QK_K, BLOCK_BYTES = 256, 2 + 2 + 12 + 256 // 2
 
 
-# -- entry points (DESIGN.md §6) ---------------------------------------------------------------------
+# -- entry points (DESIGN.md §6) and load-time preparation (KC-7) ---------------------------------------
 
-def dequantize(*, blocks, rows, n):
-    inputs = Inputs(blocks=blocks)
+Prepared = superblock.Prepared
+dequantize_prepared = superblock.dequantize_prepared
+matmul_prepared = superblock.matmul_prepared
+
+
+def _prepare(inputs: Inputs, rows: int, n: int) -> Prepared:
     b = _checked(inputs.t["blocks"], rows, n)
-    return inputs.out(superblock.dequantize(b, rows, n, _values, BLOCK_BYTES))
+    return Prepared(b, rows, n, _values, BLOCK_BYTES, _fp16_safe(b))
 
 
-def matmul(*, blocks, rows, n, x):
-    inputs = Inputs(blocks=blocks, x=x)
-    b = _checked(inputs.t["blocks"], rows, n)
-    y = superblock.matmul(b, inputs.t["x"].to(torch.float16), rows, n, _values, BLOCK_BYTES, lambda: _fp16_safe(b))
-    return inputs.out(y)
+dequantize, matmul, prepare = block_entries(_prepare, dequantize_prepared, matmul_prepared)
 
 
 def _fp16_safe(blocks: torch.Tensor) -> bool:

@@ -1,7 +1,8 @@
 """llama.cpp q5_K in Triton: dequantize and fused dequantize-and-multiply (spec/ggml_kquants.md KQ-5).
 
-Reads top to bottom: entry points, checks, the one device function that reads a weight; the
-launchers, kernels and tile configurations are shared by the super-block types (``_superblock.py``).
+Reads top to bottom: entry points, load-time preparation and checks, the one device function that reads a
+weight; the prepared layer, launchers, kernels and tile configurations are shared by the super-block types
+(``_superblock.py``).
 
 Block geometry (KQ-5.1, ``block_q5_K`` in ggml-common.h): 176 bytes = 2 (d) + 2 (dmin) + 12 (scales) + 32 (qh)
 + 128 (qs) for 256 weights in 8 sub-blocks of 32::
@@ -37,26 +38,27 @@ import triton.language as tl
 
 from ._arrays import Inputs, checked_blocks
 from . import _superblock as superblock
+from ._prepared import block_entries
 from ._superblock import fp16_at
 
-__all__ = ["dequantize", "matmul"]
+__all__ = ["dequantize", "matmul", "prepare", "Prepared", "dequantize_prepared", "matmul_prepared"]
 
 QK_K, BLOCK_BYTES = 256, 2 + 2 + 12 + 256 // 8 + 256 // 2
 
 
-# -- entry points (DESIGN.md §6) ---------------------------------------------------------------------
+# -- entry points (DESIGN.md §6) and load-time preparation (KC-7) ---------------------------------------
 
-def dequantize(*, blocks, rows, n):
-    inputs = Inputs(blocks=blocks)
+Prepared = superblock.Prepared
+dequantize_prepared = superblock.dequantize_prepared
+matmul_prepared = superblock.matmul_prepared
+
+
+def _prepare(inputs: Inputs, rows: int, n: int) -> Prepared:
     b = checked_blocks(inputs.t["blocks"], rows, n, "q5_k", QK_K, BLOCK_BYTES)
-    return inputs.out(superblock.dequantize(b, rows, n, _values, BLOCK_BYTES))
+    return Prepared(b, rows, n, _values, BLOCK_BYTES, _fp16_safe(b))
 
 
-def matmul(*, blocks, rows, n, x):
-    inputs = Inputs(blocks=blocks, x=x)
-    b = checked_blocks(inputs.t["blocks"], rows, n, "q5_k", QK_K, BLOCK_BYTES)
-    y = superblock.matmul(b, inputs.t["x"].to(torch.float16), rows, n, _values, BLOCK_BYTES, lambda: _fp16_safe(b))
-    return inputs.out(y)
+dequantize, matmul, prepare = block_entries(_prepare, dequantize_prepared, matmul_prepared)
 
 
 def _fp16_safe(blocks: torch.Tensor) -> bool:

@@ -1,7 +1,8 @@
 """llama.cpp q6_K in Triton: dequantize and fused dequantize-and-multiply (spec/ggml_kquants.md KQ-6).
 
-Reads top to bottom: entry points, checks, the one device function that reads a weight; the
-launchers, kernels and tile configurations are shared by the super-block types (``_superblock.py``).
+Reads top to bottom: entry points, load-time preparation and checks, the one device function that reads a
+weight; the prepared layer, launchers, kernels and tile configurations are shared by the super-block types
+(``_superblock.py``).
 
 Block geometry (KQ-6.1, ``block_q6_K`` in ggml-common.h): 210 bytes = 128 (ql) + 64 (qh) + 16 (scales) + 2 (d)
 for 256 weights in 16 sub-blocks of 16, each with a signed 8-bit scale::
@@ -36,26 +37,27 @@ import triton.language as tl
 
 from ._arrays import Inputs, checked_blocks
 from . import _superblock as superblock
+from ._prepared import block_entries
 from ._superblock import fp16_at
 
-__all__ = ["dequantize", "matmul"]
+__all__ = ["dequantize", "matmul", "prepare", "Prepared", "dequantize_prepared", "matmul_prepared"]
 
 QK_K, BLOCK_BYTES = 256, 256 // 2 + 256 // 4 + 256 // 16 + 2
 
 
-# -- entry points (DESIGN.md §6) ---------------------------------------------------------------------
+# -- entry points (DESIGN.md §6) and load-time preparation (KC-7) ---------------------------------------
 
-def dequantize(*, blocks, rows, n):
-    inputs = Inputs(blocks=blocks)
+Prepared = superblock.Prepared
+dequantize_prepared = superblock.dequantize_prepared
+matmul_prepared = superblock.matmul_prepared
+
+
+def _prepare(inputs: Inputs, rows: int, n: int) -> Prepared:
     b = checked_blocks(inputs.t["blocks"], rows, n, "q6_k", QK_K, BLOCK_BYTES)
-    return inputs.out(superblock.dequantize(b, rows, n, _values, BLOCK_BYTES))
+    return Prepared(b, rows, n, _values, BLOCK_BYTES, _fp16_safe(b))
 
 
-def matmul(*, blocks, rows, n, x):
-    inputs = Inputs(blocks=blocks, x=x)
-    b = checked_blocks(inputs.t["blocks"], rows, n, "q6_k", QK_K, BLOCK_BYTES)
-    y = superblock.matmul(b, inputs.t["x"].to(torch.float16), rows, n, _values, BLOCK_BYTES, lambda: _fp16_safe(b))
-    return inputs.out(y)
+dequantize, matmul, prepare = block_entries(_prepare, dequantize_prepared, matmul_prepared)
 
 
 def _fp16_safe(blocks: torch.Tensor) -> bool:

@@ -1,6 +1,6 @@
 """llama.cpp q8_0 in Triton: dequantize and fused dequantize-and-multiply (spec/ggml_legacy.md LEG-6).
 
-Reads top to bottom: entry points, launchers, kernels, tile configurations.
+Reads top to bottom: load-time preparation, launchers and entry points, kernels, tile configurations.
 
 Block geometry (LEG-6.1, ``block_q8_0`` in ggml-common.h): 34 bytes = 2 (d) + 32 (qs) for 32 weights; weight
 ``l`` of a block is ``qs[l]``, a signed byte::
@@ -26,43 +26,57 @@ import torch
 import triton
 import triton.language as tl
 
-from qformats.errors import fail
-
 from ._arrays import Inputs, checked_blocks
+from ._prepared import Prepared as _Base
+from ._prepared import block_entries, checked_x
 from ._tiles import dot_w
 
-__all__ = ["dequantize", "matmul"]
+__all__ = ["dequantize", "matmul", "prepare", "Prepared", "dequantize_prepared", "matmul_prepared"]
 
 QK8_0, BLOCK_BYTES = 32, 2 + 32
 
 
-# -- entry points (DESIGN.md §6) ---------------------------------------------------------------------
+# -- load-time preparation (KC-7); the entry points (DESIGN.md §6) follow the launchers ----------------
 
-def dequantize(*, blocks, rows, n):
-    inputs = Inputs(blocks=blocks)
-    b = checked_blocks(inputs.t["blocks"], rows, n, "q8_0", QK8_0, BLOCK_BYTES)
-    out = torch.empty((rows, n), dtype=torch.float16, device=inputs.device)
-    nblocks = rows * n // QK8_0
-    _dequantize_kernel[(triton.cdiv(nblocks, BLOCKS),)](b, out, nblocks, NB=BLOCKS)
-    return inputs.out(out)
+class Prepared(_Base):
+    """Checked blocks ``(rows, n // 32 * 34)`` and whether every |W| fits float16; frozen."""
+
+    def __init__(self, blocks: torch.Tensor, rows: int, n: int) -> None:
+        self.blocks, self.rows, self.n, self.device = blocks, rows, n, blocks.device
+        self.fp16_safe = _fp16_safe(blocks)          # once here, not a bool() sync per batched call
+        self._freeze("blocks")
 
 
-def matmul(*, blocks, rows, n, x):
-    inputs = Inputs(blocks=blocks, x=x)
-    b = checked_blocks(inputs.t["blocks"], rows, n, "q8_0", QK8_0, BLOCK_BYTES)
-    xt = inputs.t["x"].to(torch.float16)
-    if xt.ndim != 2 or xt.shape[1] != n:
-        raise fail("tensor.shape", "x", f"(batch, {n}) float16", tuple(xt.shape))
-    m = xt.shape[0]
-    y = torch.empty((m, rows), dtype=torch.float16, device=inputs.device)
+def _prepare(inputs: Inputs, rows: int, n: int) -> Prepared:
+    return Prepared(checked_blocks(inputs.t["blocks"], rows, n, "q8_0", QK8_0, BLOCK_BYTES), rows, n)
+
+
+# -- launchers ---------------------------------------------------------------------------------------
+
+def dequantize_prepared(p: Prepared) -> torch.Tensor:
+    """float16 ``(rows, n)``: each reference value rounded once; no host work (KC-7.2)."""
+    p.check_unchanged()
+    out = torch.empty((p.rows, p.n), dtype=torch.float16, device=p.device)
+    nblocks = p.rows * p.n // QK8_0
+    _dequantize_kernel[(triton.cdiv(nblocks, BLOCKS),)](p.blocks, out, nblocks, NB=BLOCKS)
+    return out
+
+
+def matmul_prepared(p: Prepared, xt: torch.Tensor) -> torch.Tensor:
+    """float16 ``x @ W.T``, float32 accumulation, for contiguous float16 ``xt``; no host work (KC-7.2)."""
+    p.check_unchanged()
+    m = checked_x(xt, p.n, p.device).shape[0]
+    y = torch.empty((m, p.rows), dtype=torch.float16, device=p.device)
     if m == 1:
-        _gemv_kernel[(triton.cdiv(rows, BLOCK_ROWS),)](xt, b, y, rows, n, BK=BLOCK_K, BR=BLOCK_ROWS)
+        _gemv_kernel[(triton.cdiv(p.rows, BLOCK_ROWS),)](xt, p.blocks, y, p.rows, p.n, BK=BLOCK_K, BR=BLOCK_ROWS)
     else:
         bm = 16 if m <= 16 else 64
-        _matmul_kernel[(triton.cdiv(m, bm), triton.cdiv(rows, BLOCK_ROWS))](xt, b, y, m, rows, n,
-                                                                            FP16_W=_fp16_safe(b), BM=bm,
-                                                                            BK=BLOCK_K, BR=BLOCK_ROWS)
-    return inputs.out(y)
+        _matmul_kernel[(triton.cdiv(m, bm), triton.cdiv(p.rows, BLOCK_ROWS))](
+            xt, p.blocks, y, m, p.rows, p.n, FP16_W=p.fp16_safe, BM=bm, BK=BLOCK_K, BR=BLOCK_ROWS)
+    return y
+
+
+dequantize, matmul, prepare = block_entries(_prepare, dequantize_prepared, matmul_prepared)
 
 
 def _fp16_safe(blocks: torch.Tensor) -> bool:

@@ -1,6 +1,6 @@
 """SpQR in Triton: dequantize and dequantize-then-multiply (spec/spqr.md).
 
-Reads top to bottom: entry points, launchers, kernels, tile configurations.
+Reads top to bottom: entry points, load-time preparation, launchers, kernels, tile configurations.
 
 Dense part (SPQR-2, SPQR-5.1). Word ``(bi, bj, r)`` of ``dense_weights`` (index ``(bi * n/16 + bj) * 16
 + r``) is row ``r`` of tile ``(bi, bj)``::
@@ -18,9 +18,10 @@ storage order, one rounding to float16 at the end; one program per row, so entri
 position (PTCSR padding at column 0) are added in order, without races. The permutation (SPQR-5.3)
 is undone when the float32 accumulator is rounded and scattered to its original columns.
 
-The matmul decodes W (dense, outliers) into a float16 buffer in permuted column order and multiplies
-``x`` read through the permutation with float32 accumulation: two passes, not a fused kernel, since
-an outlier must be added to the float16 dense value and rounded before any product uses it.
+The matmul decodes W (dense, outliers) into the float32 accumulator in permuted column order and multiplies
+``x`` read through the permutation with float32 accumulation, rounding each W value once to float16 as it
+loads it: two passes, not a fused kernel, since an outlier must be added to the float16 dense value and
+rounded before any product uses it. The accumulator is the prepared layer's scratch, allocated once (KC-7).
 """
 
 from __future__ import annotations
@@ -33,8 +34,10 @@ from qformats.errors import fail
 from qformats.formats.spqr.checks import check_layer
 
 from ._arrays import Inputs
+from ._prepared import Prepared as _Base
+from ._prepared import checked_x
 
-__all__ = ["dequantize", "matmul"]
+__all__ = ["dequantize", "matmul", "prepare", "Prepared", "dequantize_prepared", "matmul_prepared"]
 
 TILE = 16
 
@@ -43,31 +46,38 @@ TILE = 16
 
 def dequantize(*, dense_weights, row_offsets, col_vals, in_perm, m, n):
     inputs = Inputs(dense_weights=dense_weights, row_offsets=row_offsets, col_vals=col_vals, in_perm=in_perm)
-    acc, perm = _decode(inputs, m, n)
-    out = torch.empty((m, n), dtype=torch.float16, device=inputs.device)
-    _finish_kernel[(m,)](acc, perm, out, n, BN=triton.next_power_of_2(n))
-    return inputs.out(out)
+    return inputs.out(dequantize_prepared(_prepare(inputs, m, n)))
 
 
 def matmul(*, dense_weights, row_offsets, col_vals, in_perm, m, n, x):
     inputs = Inputs(dense_weights=dense_weights, row_offsets=row_offsets, col_vals=col_vals, in_perm=in_perm, x=x)
-    acc, perm = _decode(inputs, m, n)
-    wp = acc.to(torch.float16)                   # rounding once, in permuted column order
-    xt = inputs.t["x"].to(torch.float16)
-    if xt.ndim != 2 or xt.shape[1] != n:
-        raise fail("tensor.shape", "x", f"(batch, {n}) float16", tuple(xt.shape))
-    batch = xt.shape[0]
-    y = torch.empty((batch, m), dtype=torch.float16, device=inputs.device)
-    bm = 16 if batch <= 16 else 64
-    _matmul_kernel[(triton.cdiv(batch, bm), triton.cdiv(m, BLOCK_M))](xt, wp, perm, y, batch, m, n, BM=bm,
-                                                                      BN=BLOCK_M, BK=BLOCK_K)
-    return inputs.out(y)
+    return inputs.out(matmul_prepared(_prepare(inputs, m, n), inputs.t["x"].to(torch.float16)))
 
 
-# -- launchers ---------------------------------------------------------------------------------------
+# -- load-time preparation (KC-7) ----------------------------------------------------------------------
 
-def _decode(inputs: Inputs, m: int, n: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """float32 accumulator (m, n) in permuted order with outliers added, and the permutation (int32)."""
+class Prepared(_Base):
+    """A checked layer: its tensors as the kernels read them, the permutation, and a float32 ``(m, n)``
+    scratch accumulator allocated once here, so a prepared call allocates only its output. The scratch
+    makes a prepared layer serve one call at a time (not two streams at once)."""
+
+    def __init__(self, t: dict[str, torch.Tensor], m: int, n: int, perm: torch.Tensor, ro: torch.Tensor,
+                 cv: torch.Tensor, ptcsr: bool) -> None:
+        self.dense, self.perm, self.ro, self.cv, self.ptcsr, self.m, self.n = t["dense_weights"], perm, ro, cv, \
+            ptcsr, m, n
+        self.device = self.dense.device
+        self.scratch = torch.empty((m, n), dtype=torch.float32, device=self.device)
+        self._freeze("dense", "perm", "ro", "cv")
+
+
+def prepare(*, dense_weights, row_offsets, col_vals, in_perm, m, n) -> Prepared:
+    """Check the layer once (dimensions, permutation, offsets, outlier columns and the reference's full
+    SpQR checks on host copies, KC-4.2) and allocate its scratch accumulator."""
+    return _prepare(Inputs(dense_weights=dense_weights, row_offsets=row_offsets, col_vals=col_vals,
+                           in_perm=in_perm), m, n)
+
+
+def _prepare(inputs: Inputs, m: int, n: int) -> Prepared:
     t = inputs.t
     for name, value in (("m", m), ("n", n)):
         if isinstance(value, bool) or not isinstance(value, int) or value <= 0 or value % TILE:
@@ -90,13 +100,39 @@ def _decode(inputs: Inputs, m: int, n: int) -> tuple[torch.Tensor, torch.Tensor]
         raise fail("spqr.outliers.column_range", "col_vals", f"columns < {n}", int((cv & 0xFFFF).max()))
     # The content rules no launch depends on for memory safety (SPQR-2.3..2.5 statistics and reserved bits,
     # SPQR-3.4..3.6 values and PTCSR layout, SPQR-4.2, SPQR-7.3): the reference's own checks on host copies,
-    # so this kernel is a validating decoder (KC-4.2). A load-time cost: a serving kernel checks a layer once.
+    # so this kernel is a validating decoder (KC-4.2). Once, at load time (KC-7.1).
     check_layer({name: t[name].cpu().numpy() for name in ("dense_weights", "row_offsets", "col_vals", "in_perm")},
                 m=m, n=n)
-    acc = torch.empty((m, n), dtype=torch.float32, device=inputs.device)
-    _dense_kernel[(m // TILE, n // TILE)](t["dense_weights"], acc, n)
-    _outlier_kernel[(m,)](ro, cv, acc, n, PTCSR=ptcsr)
-    return acc, perm
+    return Prepared(t, m, n, perm, ro, cv, ptcsr)
+
+
+# -- launchers ---------------------------------------------------------------------------------------
+
+def dequantize_prepared(p: Prepared) -> torch.Tensor:
+    """float16 ``(m, n)`` in original column order; no host work (KC-7.2)."""
+    p.check_unchanged()
+    _decode(p)
+    out = torch.empty((p.m, p.n), dtype=torch.float16, device=p.device)
+    _finish_kernel[(p.m,)](p.scratch, p.perm, out, p.n, BN=triton.next_power_of_2(p.n))
+    return out
+
+
+def matmul_prepared(p: Prepared, xt: torch.Tensor) -> torch.Tensor:
+    """y = x @ W.T, float16 ``(batch, m)``, for contiguous float16 ``xt`` ``(batch, n)``; no host work (KC-7.2)."""
+    p.check_unchanged()
+    batch = checked_x(xt, p.n, p.device).shape[0]
+    _decode(p)
+    y = torch.empty((batch, p.m), dtype=torch.float16, device=p.device)
+    bm = 16 if batch <= 16 else 64
+    _matmul_kernel[(triton.cdiv(batch, bm), triton.cdiv(p.m, BLOCK_M))](xt, p.scratch, p.perm, y, batch, p.m, p.n,
+                                                                        BM=bm, BN=BLOCK_M, BK=BLOCK_K)
+    return y
+
+
+def _decode(p: Prepared) -> None:
+    """The scratch accumulator := W in permuted column order, float32, dense values with outliers added."""
+    _dense_kernel[(p.m // TILE, p.n // TILE)](p.dense, p.scratch, p.n)
+    _outlier_kernel[(p.m,)](p.ro, p.cv, p.scratch, p.n, PTCSR=p.ptcsr)
 
 
 def _permutation(in_perm: torch.Tensor, n: int) -> torch.Tensor:
@@ -165,7 +201,8 @@ def _finish_kernel(acc_ptr, perm_ptr, out_ptr, n, BN: tl.constexpr):
 
 @triton.jit
 def _matmul_kernel(x_ptr, wp_ptr, perm_ptr, y_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
-    """y = x[:, perm] @ Wp.T with float16 Wp and float32 accumulation (QF-4.6, W not rounded again)."""
+    """y = x[:, perm] @ Wp.T, Wp the float32 accumulator rounded once to float16 as it is loaded (the value
+    ``dequantize`` returns), float32 accumulation (QF-4.6)."""
     mm = tl.program_id(0) * BM + tl.arange(0, BM)
     rows = tl.program_id(1) * BN + tl.arange(0, BN)
     acc = tl.zeros((BM, BN), dtype=tl.float32)
@@ -173,7 +210,8 @@ def _matmul_kernel(x_ptr, wp_ptr, perm_ptr, y_ptr, M, N, K, BM: tl.constexpr, BN
         k = k0 + tl.arange(0, BK)
         src = tl.load(perm_ptr + k, mask=k < K, other=0)
         xt = tl.load(x_ptr + mm[:, None] * K + src[None, :], mask=(mm < M)[:, None] & (k < K)[None, :], other=0.0)
-        w = tl.load(wp_ptr + rows[None, :] * K + k[:, None], mask=(rows < N)[None, :] & (k < K)[:, None], other=0.0)
+        w = tl.load(wp_ptr + rows[None, :] * K + k[:, None], mask=(rows < N)[None, :] & (k < K)[:, None],
+                    other=0.0).to(tl.float16)
         acc += tl.dot(xt, w, out_dtype=tl.float32)
     tl.store(y_ptr + mm[:, None] * N + rows[None, :], acc.to(tl.float16), mask=(mm < M)[:, None] & (rows < N)[None, :])
 

@@ -32,8 +32,11 @@ SAMPLE_VERDICTS = {
     "ctensors_w4_asym": ("valid", set()),
     "ctensors_nan_scale": ("invalid", {"ctensors.scales.nonfinite"}),
     "ctensors_w3_per_word_0_17": ("valid", set()),       # valid, warned: compressed-tensors 0.17's layout (CT-2.6)
+    "bnb_nf4_dq": ("valid", set()),
+    "bnb_fp4_nan_absmax": ("invalid", {"bnb.absmax.nonfinite"}),
 }
-LAYERS = {"q4_k_m.gguf": 9, "q4_k_m_nan_scale.gguf": 9}    # every tensor of a GGUF file is checked (GGML-3.5)
+LAYERS = {"q4_k_m.gguf": 9, "q4_k_m_nan_scale.gguf": 9,     # every tensor of a GGUF file is checked (GGML-3.5)
+          "bnb_fp4_nan_absmax": 1}
 
 
 def test_every_sample_has_an_expected_verdict():

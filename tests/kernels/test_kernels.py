@@ -38,9 +38,9 @@ ENTRIES = [
 
 
 @pytest.mark.parametrize(("entry", "fmt", "op"), ENTRIES, ids=[e[0].split(".")[1] for e in ENTRIES])
-def test_kernel_passes_its_whole_matrix(entry, fmt, op):
+def test_kernel_passes_its_whole_matrix(entry, fmt, op, public_cases):
     """The conformance runner passes every Triton kernel 100 % (issue: "Done means")."""
-    result = run_kernel(entry, fmt=fmt, op=op, jobs=2, timeout=300)
+    result = run_kernel(entry, fmt=fmt, op=op, jobs=2, timeout=300, pattern=public_cases(fmt, op))
     bad = [(c.id, c.status, c.detail[:200]) for c in result.cases if c.status != "pass"]
     assert not bad and result.cases, bad[:3]
 
@@ -142,16 +142,28 @@ def test_qformats_works_without_torch_or_triton():
     assert done.stdout.strip() == "valid", done.stderr[-1000:]
 
 
-def test_benchmark_script_runs_in_the_interpreter():
-    """benchmarks/kernels.py runs unchanged end to end (--cpu-smoke: tiny shapes, the differential check
-    included); on a GPU it takes the figures."""
+def test_benchmark_script_runs_in_the_interpreter(tmp_path):
+    """benchmarks/kernels.py (what `make gpu-bench` runs on a GPU) runs end to end in --cpu-smoke: tiny shapes,
+    every row checked first, the prepared path and the validating call timed, the JSON written beside the
+    table, each row's dequantize output counted at its real element size (float32 for AWQ and
+    compressed-tensors, KC-1.8, KC-1.9)."""
+    import json
     from pathlib import Path
 
     script = Path(__file__).resolve().parents[2] / "benchmarks" / "kernels.py"
-    done = subprocess.run([sys.executable, str(script), "--cpu-smoke", "--shapes", "32x256"], capture_output=True,
+    done = subprocess.run([sys.executable, str(script), "--cpu-smoke", "--out", str(tmp_path)], capture_output=True,
                           text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.count("check ok/ok/ok") == 8                # GPTQ, q4_K, SpQR, AWQ, compressed-tensors, 3 types
+    report = json.loads((tmp_path / "kernels.json").read_text())
+    rows = {r["format"]: r for r in report["rows"]}
+    assert report["smoke"] and "peer GPTQModel" in rows            # the peer row: measured, or why it is absent
+    kernels = [r for name, r in rows.items() if not name.startswith("peer")]
+    assert {r["format"]: r["output_element_bytes"] for r in kernels} == {
+        "gptq 4-bit": 2, "q4_k": 2, "q8_0": 2, "q6_k": 2, "q5_k": 2, "spqr": 2, "awq 4-bit": 4, "ct int4": 4}
+    assert all(set(r["prepared_s"]) == {"dequantize", "gemv", "batch16"} and set(r["validating_s"]) ==
+               {"dequantize", "gemv"} and r["check"] == "ok/ok/ok" for r in kernels)
+    assert (tmp_path / "kernels.txt").read_text().count("check ok/ok/ok") == 8
 
 
 def test_runner_passes_torch_tensors_with_device_cpu():

@@ -96,8 +96,9 @@ from kquants_qx_bugs import MUTANTS as _KQX  # noqa: E402
 from legacy_bugs import MUTANTS as _LEGACY  # noqa: E402
 from ternary_fp4_bugs import MUTANTS as _TQMX  # noqa: E402
 from awq_ctensors_bugs import MUTANTS as _AWQCT  # noqa: E402
+from bnb_bugs import MUTANTS as _BNB  # noqa: E402
 
-MUTANTS += _LEGACY + _KQKX + _KQX + _IQ4 + _IQGRID + _TQMX + _AWQCT
+MUTANTS += _LEGACY + _KQKX + _KQX + _IQ4 + _IQGRID + _TQMX + _AWQCT + _BNB
 
 # The misreading the runner must name for a mutant (spec/kernels.md KC-5.1 to KC-5.5), or None where no
 # known misreading explains its answers; test_diagnoses.py checks each on the cases of the pattern given.
@@ -115,4 +116,5 @@ DIAGNOSED = {
     "legacy_bugs:q8_0_codes_unsigned": (None, r"q8_0/read/random_bits_[01]"),
     "legacy_bugs:q4_0_nibbles_as_consecutive_pairs": (None, r"q4_0/read/random_bits_[01]"),
     "awq_ctensors_bugs:awq_order_sequential": (None, r"awq_gemm/read/.*"),
+    "bnb_bugs:nibbles_low_first": ("field order reversed within each byte or word", r"bnb_4bit/read/(nf4|fp4)_b(64|128)(_dq)?"),
 }
