@@ -84,7 +84,9 @@ def test_without_deep_the_float_tensors_are_named_not_checked(tmp_path, capsys):
     assert out[0] == (f"{ckpt}: VALID (gptq, 14 layers, 56 of 62 tensors checked (not checked: 6 float; -v names "
                       "them), 0 errors, 0 warnings)")
     assert out[1:] == ["not checked:", "  6 tensors: not quantized: its values are read with --deep (CKPT-5.2)",
-                       "    " + ", ".join(PLAIN)]
+                       "    " + ", ".join(PLAIN),
+                       "  generation_config.json, quant_log.csv, tokenizer.json, tokenizer_config.json: not a weight "
+                       "or quantization config file: not read"]
 
 
 def test_summary_counts_by_kind(tmp_path):
