@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from . import elements
 from .findings import Finding, finding, plural
 
 __all__ = ["KINDS", "FLOAT_DTYPES", "SCAN_BYTES", "tensor_kinds", "check_plain", "config_shape_findings",
@@ -32,14 +33,15 @@ SCAN_BYTES = 1 << 24          # a float tensor is scanned 16 MiB at a time: the 
 class FloatBits:
     """Where a float element's non-finite codes are, on its raw bits (open_tensor hands BF16 and F8 as bits).
 
-    IEEE-style: exponent all ones is inf (mantissa 0) or NaN. ``nan_codes``: formats with no infinity whose
-    NaN is a fixed pattern under ``nan_mask`` (OCP E4M3FN: S.1111.111; FNUZ: 0x80 only; E8M0: 0xFF)."""
+    IEEE-style: exponent all ones is inf (mantissa 0) or NaN. ``element``: a one-byte format of
+    :mod:`qformats.elements` (FE-2 .. FE-5), classified by its decode table rather than again here.
+    ``nan_codes``: F8_E5M2FNUZ, which elements does not define: its only NaN is 0x80."""
 
     uint: str
     exponent: int = 0
     mantissa: int = 0
     sign: int = 0
-    nan_mask: int = 0
+    element: str | None = None
     nan_codes: tuple[int, ...] = ()
 
 
@@ -50,11 +52,11 @@ FLOAT_DTYPES: dict[str, FloatBits] = {
     "C64": FloatBits("<u4", 0x7F80_0000, 0x007F_FFFF, 1 << 31),     # two float32 per element
     "F16": FloatBits("<u2", 0x7C00, 0x03FF, 0x8000),
     "BF16": FloatBits("<u2", 0x7F80, 0x007F, 0x8000),
-    "F8_E5M2": FloatBits("|u1", 0x7C, 0x03, 0x80),
-    "F8_E4M3": FloatBits("|u1", nan_mask=0x7F, nan_codes=(0x7F,)),  # S.1111.111 is NaN, no infinity (OFP8)
-    "F8_E4M3FNUZ": FloatBits("|u1", nan_mask=0xFF, nan_codes=(0x80,)),
-    "F8_E5M2FNUZ": FloatBits("|u1", nan_mask=0xFF, nan_codes=(0x80,)),
-    "F8_E8M0": FloatBits("|u1", nan_mask=0xFF, nan_codes=(0xFF,)),
+    "F8_E5M2": FloatBits("|u1", element=elements.E5M2),
+    "F8_E4M3": FloatBits("|u1", element=elements.E4M3FN),
+    "F8_E4M3FNUZ": FloatBits("|u1", element=elements.E4M3FNUZ),
+    "F8_E5M2FNUZ": FloatBits("|u1", nan_codes=(0x80,)),
+    "F8_E8M0": FloatBits("|u1", element=elements.E8M0),
 }
 INTEGER_DTYPES = frozenset({"BOOL", "U8", "I8", "I16", "U16", "I32", "U32", "I64", "U64"})
 GGUF_FLOATS = frozenset({"F32", "F16", "BF16", "F64"})
@@ -88,8 +90,13 @@ def nonfinite_counts(raw: np.ndarray, bits: FloatBits) -> tuple[int, int, int, i
     first = -1
     for start in range(0, flat.size, step):
         part = flat[start:start + step]
-        if bits.nan_codes:
-            bad = np.isin(part & bits.nan_mask, bits.nan_codes)
+        if bits.element is not None:
+            value = elements.table(bits.element)[part]
+            bad = ~np.isfinite(value)
+            n_nan, n_pinf, n_ninf = (int(np.count_nonzero(m)) for m in
+                                     (np.isnan(value), value == np.inf, value == -np.inf))
+        elif bits.nan_codes:
+            bad = np.isin(part, bits.nan_codes)
             n_nan, n_pinf, n_ninf = int(np.count_nonzero(bad)), 0, 0
         else:
             special = (part & bits.exponent) == bits.exponent
