@@ -266,6 +266,85 @@ def bnb_fp4_nan_absmax(out: Path) -> None:
     _write_dir(out, tensors, _bnb_config("fp4", False))
 
 
+def _write_typed(out: Path, entries: list[tuple[str, str, tuple[int, ...], np.ndarray]], quantization_config: dict) -> None:
+    """Like :func:`_write_dir`, for tensors whose safetensors dtype NumPy has no name for (F8_E4M3 as its bytes)."""
+    from .convert import write_safetensors
+
+    _write_dir(out, {}, quantization_config)
+    write_safetensors(out / "model.safetensors", entries, metadata={"format": "pt"})
+
+
+def _fp8_block_entries(seed: int) -> list[tuple[str, str, tuple[int, ...], np.ndarray]]:
+    from .formats.fp8 import encode
+
+    entries = []
+    for m, w in _weights(seed).items():
+        layer = encode.quantize(w, strategy="block", block=(32, 64))
+        entries += [(f"{m}.weight", "F8_E4M3", SHAPE, layer["weight"]),
+                    (f"{m}.weight_scale_inv", "F32", layer["weight_scale"].shape, layer["weight_scale"])]
+    return entries
+
+
+FP8_DEEPSEEK_CONFIG = {"quant_method": "fp8", "activation_scheme": "dynamic", "fmt": "e4m3",
+                       "weight_block_size": [32, 64]}
+
+
+def fp8_block_deepseek(out: Path) -> None:
+    """Valid: DeepSeek-V3 / transformers ``fp8``, E4M3FN weights and a float32 ``weight_scale_inv`` per 32x64
+    block (FP8-2.1), made by the reference quantizer (FP8-5.3)."""
+    _write_typed(out, _fp8_block_entries(13), FP8_DEEPSEEK_CONFIG)
+
+
+def fp8_block_nan_byte(out: Path) -> None:
+    """Invalid: the same layout with the E4M3FN NaN byte 0x7F at row 3, column 5 of down_proj, which every reader
+    decodes to NaN (FP8-6.5); writers clamp to +-448 and never write it."""
+    entries = _fp8_block_entries(14)
+    name, dtype, shape, codes = entries[2]
+    codes = codes.copy()
+    codes[3, 5] = 0x7F
+    entries[2] = (name, dtype, shape, codes)
+    _write_typed(out, entries, FP8_DEEPSEEK_CONFIG)
+
+
+def _fp4_config(fmt: str) -> dict:
+    """compressed-tensors 0.20.0's config for its NVFP4 / MXFP4 presets (FP4-5.1), weights only."""
+    nv = fmt == "nvfp4-pack-quantized"
+    weights = {"dynamic": False, "group_size": 16 if nv else 32, "num_bits": 4, "observer": "static_minmax",
+               "scale_dtype": "torch.float8_e4m3fn" if nv else "torch.uint8", "strategy": "tensor_group" if nv else "group",
+               "symmetric": True, "type": "float"}
+    return {"config_groups": {"group_0": {"format": fmt, "input_activations": None, "output_activations": None,
+                                          "targets": ["Linear"], "weights": weights}},
+            "format": fmt, "ignore": ["lm_head"], "quant_method": "compressed-tensors",
+            "quantization_status": "compressed", "version": "0.20.0"}
+
+
+def nvfp4_ct(out: Path) -> None:
+    """Valid: compressed-tensors NVFP4 (FP4-2.1): E2M1 codes, UE4M3 scales per 16, a float32 global scale, made
+    by the reference quantizer (FP4-3.9)."""
+    from .formats.fp4 import encode
+
+    entries = []
+    for m, w in _weights(15).items():
+        packed, scale, global_scale = encode.nvfp4(w)
+        entries += [(f"{m}.weight_packed", "U8", packed.shape, packed),
+                    (f"{m}.weight_scale", "F8_E4M3", scale.shape, scale),
+                    (f"{m}.weight_global_scale", "F32", (1,), global_scale)]
+    _write_typed(out, entries, _fp4_config("nvfp4-pack-quantized"))
+
+
+def mxfp4_ct_nan_scale(out: Path) -> None:
+    """Invalid: compressed-tensors MXFP4 with the E8M0 scale byte 0xFF (NaN in OCP MX v1.0) in block 2 of row 7
+    of q_proj, which compressed-tensors, transformers and ModelOpt decode to inf or 2^127 (FP4-3.4)."""
+    from .formats.fp4 import encode
+
+    tensors = {}
+    for m, w in _weights(16).items():
+        packed, scale = encode.mxfp4(w)
+        tensors |= {f"{m}.weight_packed": packed, f"{m}.weight_scale": scale}
+    tensors[f"{MODULES[0]}.weight_scale"][7, 2] = 0xFF
+    _write_dir(out, tensors, _fp4_config("mxfp4-pack-quantized"))
+
+
 # name -> (writer, expected verdict, finding codes the validator must report)
 SAMPLES = {
     "gptq_v1_sym_4bit": (gptq_v1_sym, "valid", []),
@@ -283,6 +362,10 @@ SAMPLES = {
     "ctensors_w3_per_word_0_17": (ctensors_w3_per_word_0_17, "valid", []),
     "bnb_nf4_dq": (bnb_nf4_dq, "valid", []),
     "bnb_fp4_nan_absmax": (bnb_fp4_nan_absmax, "invalid", ["bnb.absmax.nonfinite"]),
+    "fp8_block_deepseek": (fp8_block_deepseek, "valid", []),
+    "fp8_block_nan_byte": (fp8_block_nan_byte, "invalid", ["fp8.weight.nan"]),
+    "nvfp4_ct": (nvfp4_ct, "valid", []),
+    "mxfp4_ct_nan_scale": (mxfp4_ct_nan_scale, "invalid", ["fp4.scale.e8m0_nan"]),
 }
 
 
@@ -302,6 +385,10 @@ CLAUSES = {
     "ctensors_w3_per_word_0_17": ["CT-2.6"],
     "bnb_nf4_dq": ["BNB-1.1", "BNB-4.1", "BNB-5.1", "QF-5.1"],
     "bnb_fp4_nan_absmax": ["BNB-3.4"],
+    "fp8_block_deepseek": ["FP8-2.1", "FP8-5.1", "FP8-5.3", "QF-5.1"],
+    "fp8_block_nan_byte": ["FP8-6.5"],
+    "nvfp4_ct": ["FP4-2.1", "FP4-3.1", "FP4-3.9", "QF-5.1"],
+    "mxfp4_ct_nan_scale": ["FP4-3.4"],
 }
 FEATURES = {
     "gptq_v1_sym_4bit": ["bits:4", "sym", "version:v1"],
@@ -319,11 +406,21 @@ FEATURES = {
     "ctensors_w3_per_word_0_17": ["bits:3", "asym", "layout:per-word", "writer:compressed-tensors 0.17"],
     "bnb_nf4_dq": ["quant_type:nf4", "blocksize:64", "double_quant"],
     "bnb_fp4_nan_absmax": ["quant_type:fp4", "blocksize:64", "absmax:nan"],
+    "fp8_block_deepseek": ["element:e4m3fn", "strategy:block", "scale:weight_scale_inv"],
+    "fp8_block_nan_byte": ["element:e4m3fn", "strategy:block", "weight:nan"],
+    "nvfp4_ct": ["element:e2m1", "scale:ue4m3", "global_scale"],
+    "mxfp4_ct_nan_scale": ["element:e2m1", "scale:e8m0", "scale:nan"],
 }
 
 
-FORMATS = {name: ("q4_k" if name == "q4_k.gguf" else "ggml") if name.endswith(".gguf") else name.split("_", 1)[0]
-           for name in SAMPLES}
+def _format_of(name: str) -> str:
+    if name.endswith(".gguf"):
+        return "q4_k" if name == "q4_k.gguf" else "ggml"
+    family = name.split("_", 1)[0]
+    return "fp4" if family in ("nvfp4", "mxfp4") else family
+
+
+FORMATS = {name: _format_of(name) for name in SAMPLES}
 
 
 def manifest_entries(root: Path) -> list[dict]:

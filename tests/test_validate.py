@@ -34,6 +34,10 @@ SAMPLE_VERDICTS = {
     "ctensors_w3_per_word_0_17": ("valid", set()),       # valid, warned: compressed-tensors 0.17's layout (CT-2.6)
     "bnb_nf4_dq": ("valid", set()),
     "bnb_fp4_nan_absmax": ("invalid", {"bnb.absmax.nonfinite"}),
+    "fp8_block_deepseek": ("valid", set()),
+    "fp8_block_nan_byte": ("invalid", {"fp8.weight.nan"}),
+    "nvfp4_ct": ("valid", set()),
+    "mxfp4_ct_nan_scale": ("invalid", {"fp4.scale.e8m0_nan"}),
 }
 LAYERS = {"q4_k_m.gguf": 9, "q4_k_m_nan_scale.gguf": 9,     # every tensor of a GGUF file is checked (GGML-3.5)
           "bnb_fp4_nan_absmax": 1}
