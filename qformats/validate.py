@@ -150,6 +150,17 @@ def _owner(candidates: list[registry.Face], config: Any, module: str = "") -> re
     return next(iter(claimed), None) or next((f for f in candidates if getattr(f.layers, "claims", None) is None), None)
 
 
+def _orphan_findings(ckpt: Checkpoint, fmt: str) -> dict[str, list[Finding]]:
+    """Errors about quantized weights that no module anchor claims (an FP8 weight without its scale, FP8-6.2),
+    by each face whose config this is (``layers.orphans``)."""
+    out: dict[str, list[Finding]] = {}
+    for face in registry.FACES.values():
+        orphans = getattr(face.layers, "orphans", None)
+        if orphans is not None and fmt in ("auto", face.name) and face.layers.claims(ckpt.config):
+            out[face.name] = orphans(ckpt)
+    return {name: found for name, found in out.items() if found}
+
+
 def validate(path: str, *, deep: bool = False, fmt: str = "auto", progress: Progress | None = None,
              jobs: int | None = None) -> Report:
     """Validate a checkpoint; raises only for could-not-run problems (codes in :data:`COULD_NOT_RUN`).
@@ -192,16 +203,20 @@ def validate(path: str, *, deep: bool = False, fmt: str = "auto", progress: Prog
         else:
             rows, more = _run_layers(ckpt, layers, deep, progress)
         findings += more
-        if not layers:       # QF-5.1: nothing of the asked formats here, so nothing to judge (exit 2)
-            raise fail("checkpoint.empty", "path", f"a checkpoint holding {_wanted(fmt)} layers",
-                       f"none among {len(ckpt.tensor_names())} tensors", file=str(path))
-        if not rows:
+        if not layers:       # QF-5.1: nothing of the asked formats here, so nothing to judge (exit 2) ...
+            orphans = _orphan_findings(ckpt, fmt)
+            if not orphans:  # ... unless the config's own format finds its quantized weights broken (FP8-6.2)
+                raise fail("checkpoint.empty", "path", f"a checkpoint holding {_wanted(fmt)} layers",
+                           f"none among {len(ckpt.tensor_names())} tensors", file=str(path))
+            findings += [f for found in orphans.values() for f in found]
+        elif not rows:
             findings.append(finding("checkpoint.empty", "error", f"{len(layers)} quantized "
                                     f"layer{'s' if len(layers) > 1 else ''}, none of which could be checked"))
         findings += _whole_checkpoint(ckpt, layers)
         accounting = _account(ckpt, all_layers, layers, foreign, rows, findings, deep, fmt)
         findings += accounting.pop("findings")
-        report = _report(str(path), "+".join(sorted({layer.format for layer in layers})) or "unknown", findings, rows)
+        named = {layer.format for layer in layers} or set(_orphan_findings(ckpt, fmt))
+        report = _report(str(path), "+".join(sorted(named)) or "unknown", findings, rows)
         unchecked = len(foreign) + sum(f.code in NOT_CHECKED for f in findings)
         return report.model_copy(update={"summary": {**report.summary, "container": ckpt.kind, **accounting,
                                                      "modules_not_checked": unchecked}})
@@ -384,7 +399,9 @@ def _account(ckpt: Checkpoint, all_layers: list[LayerGroup], layers: list[LayerG
     for module, names in foreign.items():
         kind = ", ".join(dict.fromkeys(k for k in map(_foreign_suffix, names) if k)) or "foreign"
         unchecked.update(dict.fromkeys(names, f"a layout qformats does not decode ({kind}) (QF-5.2)"))
-    plain = [name for name, kind in kinds.items() if name not in quantized]
+    # a tensor a format's check found wanting by name (an FP8 weight without its scale, FP8-6.2) was judged
+    judged = {f.tensor for f in findings if f.severity == "error" and f.tensor in kinds}
+    plain = [name for name, kind in kinds.items() if name not in quantized | judged]
     more = inventory.config_shape_findings(ckpt, plain) + inventory.module_shape_findings(rows, ckpt.model_config)
     scanned_findings, scanned = inventory.check_plain(ckpt, [n for n in plain if kinds[n] == "float"], deep=deep)
     more += scanned_findings

@@ -56,10 +56,23 @@ def test_missing_scale_across_shards_is_invalid(tmp_path):
     assert (verdict, [(c, t) for c, _, _, t, _ in found]) == ("invalid", [("fp8.scale.missing", f"{DOWN}.weight")])
 
 
-def test_the_only_scale_missing_is_refused_not_read(tmp_path):
-    """FP8-6.2: with no FP8 module left to claim, validate cannot run (exit 2); it never decodes bare values."""
+def test_the_only_scale_missing_is_invalid_not_could_not_run(tmp_path):
+    """FP8-6.2: with no FP8 module left to claim, the config's own format still names the bare weight: INVALID
+    (exit 1) with the finding, the weight counted as checked, never decoded."""
     ckpt = st.copy(tmp_path, "hf_fp8_block")
     st.edit(ckpt, lambda t: t.pop(f"{Q_PROJ}.weight_scale_inv") and None)
+    report = validate(str(ckpt))
+    assert (report.verdict, report.format) == ("invalid", "fp8_deepseek")
+    assert [(f.code, f.tensor) for f in report.findings if f.severity == "error"] == [
+        ("fp8.scale.missing", f"{Q_PROJ}.weight")]
+    assert (report.summary["tensors"], report.summary["tensors_checked"]) == (2, 1)
+    assert [row["tensor"] for row in report.summary["not_checked"]] == ["lm_head.weight"]    # float, no --deep
+
+
+def test_no_fp8_weight_and_no_scale_is_still_could_not_run(tmp_path):
+    """QF-5.1: an fp8 config over a checkpoint with no FP8 tensor at all has nothing to judge (exit 2)."""
+    ckpt = st.copy(tmp_path, "hf_fp8_block")
+    st.edit(ckpt, lambda t: [t.pop(f"{Q_PROJ}.weight_scale_inv"), t.pop(f"{Q_PROJ}.weight")] and None)
     with pytest.raises(QFormatsError) as err:
         validate(str(ckpt))
     assert err.value.code == "checkpoint.empty"
