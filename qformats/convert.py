@@ -532,10 +532,11 @@ def copy_side_file(src: Path, dst: Path) -> None:
 
 def _write_side_files(ckpt: Checkpoint, stage: Path, placed: dict[str, str], quantization_config: dict) -> None:
     """config.json with the target's quantization_config, the index rewritten, other files copied unchanged;
-    the source's own quantize_config.json / quant_config.json are not carried over (they name its format)."""
+    the source's own quantize_config.json / quant_config.json / hf_quant_config.json are not carried over (they
+    name its format, CKPT-4.1)."""
     root = Path(ckpt.path) if Path(ckpt.path).is_dir() else Path(ckpt.path).parent
     index = Path(ckpt.index_file).name if ckpt.index_file else None
-    source_configs = {name for name, key in CONFIG_FILES if key is None}
+    source_configs = {name for name, _ in CONFIG_FILES} - {"config.json"}
     for item in root.iterdir():
         if not item.is_file() or item.name.endswith(".safetensors") or item.name in source_configs:
             continue

@@ -303,13 +303,20 @@ def _layer_bytes(ckpt: Checkpoint, layer: LayerGroup) -> int:
     return sum(ckpt.tensor_info(name).nbytes for name in layer.tensors.values())
 
 
+def _parent(name: str) -> str:
+    return name.rpartition(".")[0] or name
+
+
 def _balanced_runs(layers: list[LayerGroup], sizes: list[int], runs: int) -> list[list[str]]:
-    """Split ``layers`` in order into at most ``runs`` non-empty runs of about ``sum(sizes) / runs`` bytes."""
+    """Split ``layers`` in order into at most ``runs`` non-empty runs of about ``sum(sizes) / runs`` bytes,
+    never between siblings (q/k/v_proj of one attention, gate/up_proj of one MLP): a format's checks across
+    the shards one reader fuses (FP8-6.7, FP4-3.5) must see them in one process."""
     target = sum(sizes) / runs
     chunks: list[list[str]] = [[]]
     filled = 0
     for layer, size in zip(layers, sizes):
-        if chunks[-1] and filled + size / 2 > target * len(chunks) and len(chunks) < runs:
+        apart = not chunks[-1] or _parent(chunks[-1][-1]) != _parent(layer.name)
+        if chunks[-1] and apart and filled + size / 2 > target * len(chunks) and len(chunks) < runs:
             chunks.append([])
         chunks[-1].append(layer.name)
         filled += size

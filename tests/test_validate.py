@@ -416,6 +416,24 @@ def test_balanced_runs_keep_order_and_split_by_bytes():
     assert _balanced_runs(layers[:2], [1, 1], 8) == [["l0"], ["l1"]]
 
 
+def test_balanced_runs_never_split_siblings():
+    """FP8-6.7 / FP4-3.5 under --jobs: the shards a reader fuses (children of one module) stay in one run."""
+    from qformats.validate import LayerGroup, _balanced_runs
+
+    names = ["a.self_attn.k_proj", "a.self_attn.q_proj", "a.self_attn.v_proj", "a.mlp.gate_proj", "a.mlp.up_proj"]
+    runs = _balanced_runs([LayerGroup(n, "fp8") for n in names], [10] * 5, 5)
+    assert runs == [names[:3], names[3:]]
+
+
+@pytest.mark.parametrize("name", ["ct_fp8_tensor", "modelopt_fp8_tensor"])
+def test_parallel_deep_validation_keeps_the_fused_scale_warning(name):
+    """FP8-6.7: validate --deep --jobs 2 reports the per-tensor scales of fused shards that differ, as --jobs 1."""
+    path = str(FIXTURES / "third_party" / "fp8" / "checkpoints" / name)
+    parallel = validate(path, deep=True, jobs=2)
+    assert "fp8.fused.scales_differ" in {f.code for f in parallel.findings}
+    assert parallel.model_dump() == validate(path, deep=True, jobs=1).model_dump()
+
+
 def test_parallel_validation_reports_progress_up_to_the_last_layer():
     """A progress bar on a TTY also moves when layers run in worker processes, and ends at the total."""
     ticks = []

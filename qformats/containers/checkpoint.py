@@ -49,8 +49,10 @@ CKPT_SPEC_VERSION = "0.1"
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".ckpt")
 # (file name, key holding the quantization config or None for the whole file), in the order
 # qformats lists them: transformers/vLLM read config.json first, AutoGPTQ/GPTQModel the others.
+# ModelOpt's hf_quant_config.json (CKPT-4.5) is read last: vLLM looks for it when config.json has none.
 CONFIG_FILES: tuple[tuple[str, str | None], ...] = (
-    ("config.json", "quantization_config"), ("quantize_config.json", None), ("quant_config.json", None))
+    ("config.json", "quantization_config"), ("quantize_config.json", None), ("quant_config.json", None),
+    ("hf_quant_config.json", "quantization"))
 INDEX_SUFFIX = ".safetensors.index.json"
 PREFERRED_INDEX = "model.safetensors.index.json"
 MAX_JSON_SIZE = 100_000_000          # index and config files; the safetensors header cap
@@ -318,12 +320,15 @@ def _discover_configs(directory: str, names: set[str]) -> tuple[tuple[ConfigSour
         if not isinstance(data, dict):
             raise fail("ckpt.config.json", fname, "a JSON object", type(data).__name__, file=path)
         if key is not None:
-            model_config = data
+            whole = data
+            model_config = data if fname == "config.json" else model_config
             if key not in data or data[key] is None:
                 continue
             data = data[key]
             if not isinstance(data, dict):
                 raise fail("ckpt.config.json", f"{fname}[{key!r}]", "a JSON object", type(data).__name__, file=path)
+            if fname == "hf_quant_config.json":
+                data = _modelopt_config(whole, data)
         sources.append(ConfigSource(file=path, key=key, config=data))
     findings: list[Finding] = []
     if not sources:
@@ -341,6 +346,17 @@ def _discover_configs(directory: str, names: set[str]) -> tuple[tuple[ConfigSour
                                         f"{os.path.basename(a.file)} and {second} disagree on {differ}; "
                                         f"{CONFIG_READERS.get(second, '')}transformers/vLLM read config.json first"))
     return tuple(sources), model_config, findings
+
+
+def _modelopt_config(whole: dict[str, Any], quantization: dict[str, Any]) -> dict[str, Any]:
+    """CKPT-4.5: hf_quant_config.json's ``quantization`` in the keys ModelOpt writes to config.json's
+    ``quantization_config`` (``exclude_modules`` is ``ignore``), so either file names the same config."""
+    config = {"quant_method": "modelopt", **{k: v for k, v in quantization.items() if k != "exclude_modules"}}
+    if "exclude_modules" in quantization:
+        config["ignore"] = quantization["exclude_modules"]
+    if "producer" in whole:
+        config["producer"] = whole["producer"]
+    return config
 
 
 # which tools read a side config before config.json (CKPT-4.4)

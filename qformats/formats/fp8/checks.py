@@ -7,7 +7,7 @@ import numpy as np
 
 from ... import elements
 from ...findings import Finding, finding
-from .codec import SCALE_DTYPES, grid
+from .codec import SCALE_DTYPES, grid, stored_shape
 from .layout import ModuleScheme
 
 __all__ = ["structure", "values", "fused_findings", "block_reader_findings", "FUSED"]
@@ -37,7 +37,8 @@ def structure(name: str, dtypes: dict[str, str], shapes: dict[str, tuple[int, ..
         return [finding("fp8.scale.dtype", "error", f"'{s}' must be one of {', '.join(SCALE_DTYPES)} "
                         f"(got {dtypes[scheme.scale]})", tensor=s)]
     n, k = shapes["weight"]
-    want = grid(n, k, scheme.strategy, block=scheme.block, group_size=scheme.group_size)
+    want = stored_shape(scheme.layout, scheme.strategy,
+                        grid(n, k, scheme.strategy, block=scheme.block, group_size=scheme.group_size))
     got = shapes[scheme.scale]
     fits = (want == (1,) and int(np.prod(got)) == 1 and len(got) <= 2) or tuple(got) == want
     if fits:

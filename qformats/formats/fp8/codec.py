@@ -16,8 +16,10 @@ import numpy as np
 
 from ... import elements
 from ...errors import fail
+from ...layers import round_to
 
-__all__ = ["grid", "expand", "dequantize", "bf16_to_f32", "SCALE_DTYPES"]
+__all__ = ["grid", "expand", "dequantize", "bf16_to_f32", "stored_shape", "as_grid", "modelopt_reading",
+           "SCALE_DTYPES"]
 
 SCALE_DTYPES = ("F32", "BF16", "F16")
 
@@ -54,6 +56,35 @@ def expand(scale: np.ndarray, n: int, k: int, strategy: str, *, block: tuple[int
         bn, bk = block or (n, k)
         return np.repeat(np.repeat(s, bn, axis=0)[:n], bk, axis=1)[:, :k]
     return np.repeat(s, group_size, axis=1)
+
+
+def stored_shape(layout: str, strategy: str, want: tuple[int, ...] | None) -> tuple[int, ...] | None:
+    """The scale's shape as a layout's writer stores the grid ``want`` (FP8-3.2: ModelOpt writes a channel
+    scale ``(N,)`` and a block scale ``(rows, 1, columns, 1)``); the grid itself for the other layouts."""
+    if layout != "modelopt" or want is None:
+        return want
+    if strategy == "channel":
+        return (want[0],)
+    return (want[0], 1, want[1], 1) if strategy == "block" else want
+
+
+def as_grid(scale: np.ndarray, layout: str, strategy: str, n: int, k: int,
+            block: tuple[int, int] | None = None) -> np.ndarray:
+    """A scale stored as FP8-3.2 says, reshaped to its grid (FP8-1.2); any other shape is returned as is."""
+    want = grid(n, k, strategy, block=block)
+    stored = stored_shape(layout, strategy, want)
+    return scale.reshape(want) if stored != want and tuple(scale.shape) == stored else scale
+
+
+def modelopt_reading(weight: np.ndarray, grid_scale: np.ndarray, strategy: str,
+                     block: tuple[int, int] | None = None) -> np.ndarray:
+    """FP8-3.3: ModelOpt 0.47.0's ``FP8QTensor.dequantize(bfloat16)``: the scale rounded to bfloat16 first, the
+    product then rounded to bfloat16 (returned as float32 holding bfloat16 values)."""
+    n, k = weight.shape
+    s16 = round_to(np.asarray(grid_scale, np.float32), "bfloat16")
+    with np.errstate(invalid="ignore", over="ignore"):
+        w = elements.decode(weight, elements.E4M3FN).astype(np.float64) * expand(s16, n, k, strategy, block=block)
+    return round_to(w, "bfloat16")
 
 
 def bf16_to_f32(bits: np.ndarray) -> np.ndarray:

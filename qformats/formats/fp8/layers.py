@@ -29,7 +29,7 @@ from .layout import ModuleScheme, layout_of, module_schemes, parse_config
 __all__ = ["Side", "CT_SIDE", "INV_SIDE", "module_tensors", "orphan_findings"]
 
 LAYOUT_NAMES = {"ct": "compressed-tensors float-quantized", "deepseek": "fp8 (DeepSeek-V3 / transformers)",
-                "fbgemm": "fbgemm_fp8"}
+                "fbgemm": "fbgemm_fp8", "modelopt": "ModelOpt FP8"}
 
 
 def module_tensors(ckpt: Any, group: LayerGroup, scheme: ModuleScheme) -> dict[str, np.ndarray]:
@@ -39,6 +39,9 @@ def module_tensors(ckpt: Any, group: LayerGroup, scheme: ModuleScheme) -> dict[s
         if suffix in t:
             dtype = ckpt.tensor_info(group.tensors[suffix]).dtype
             t[suffix] = codec.bf16_to_f32(t[suffix]) if dtype == "BF16" else np.asarray(t[suffix], np.float32)
+    if scheme.scale in t and np.ndim(t.get("weight")) == 2:       # ModelOpt's stored shapes as the grid (FP8-3.2)
+        t[scheme.scale] = codec.as_grid(t[scheme.scale], scheme.layout, scheme.strategy, *t["weight"].shape,
+                                        block=scheme.block)
     return t
 
 
@@ -175,5 +178,5 @@ class Side:
                    f"{dtype} scale exact{'' if dtype != 'F32' else ' to float32'} (FP8-5)")
 
 
-CT_SIDE = Side(ANCHOR="weight_scale", layouts=("ct", "fbgemm"))
+CT_SIDE = Side(ANCHOR="weight_scale", layouts=("ct", "fbgemm", "modelopt"))
 INV_SIDE = Side(ANCHOR="weight_scale_inv", layouts=("deepseek",))

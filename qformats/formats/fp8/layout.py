@@ -7,6 +7,8 @@ what decoding needs; :class:`ModuleScheme` is ours (``extra="forbid"``).
 - ``deepseek``: ``quant_method: fp8`` (DeepSeek-V3, transformers FineGrainedFP8); ``weight_scale_inv``; block
   (tensor without ``weight_block_size``).
 - ``fbgemm``: ``quant_method: fbgemm_fp8``; ``weight_scale``; channel.
+- ``modelopt``: ``quant_method: modelopt`` with an FP8 ``quant_algo``; ``weight_scale``; tensor, channel or
+  block 128 x 128 by the algorithm (FP8-3.2).
 """
 
 from __future__ import annotations
@@ -18,12 +20,17 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ...errors import fail, fail_validation
 from ..ctensors.layout import CTConfig, CTScheme, target_matches
+from ..fp4.layout import ModelOptConfig, _glob_prefix
 
 __all__ = ["FP8Config", "FbgemmConfig", "ModuleScheme", "parse_config", "module_schemes", "layout_of", "FLOAT",
            "SCHEMA_MODELS"]
 
 FLOAT = "float-quantized"
 STRATEGIES = ("tensor", "channel", "block", "group")
+# FP8-3.2: ModelOpt's FP8 quant_algo values (lower-cased) and the strategy each writes; fp8_pb_wo's block is
+# FP8_2D_BLOCKWISE_WEIGHT_ONLY_CFG's block_sizes {-1: 128, -2: 128}, recorded in no file
+MODELOPT_FP8 = {"fp8": "tensor", "fp8_per_channel_per_token": "channel", "fp8_pb_wo": "block"}
+MODELOPT_BLOCK = (128, 128)
 
 
 class FP8Config(BaseModel):
@@ -55,7 +62,7 @@ class ModuleScheme(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    layout: Literal["ct", "deepseek", "fbgemm"]
+    layout: Literal["ct", "deepseek", "fbgemm", "modelopt"]
     strategy: Literal["tensor", "channel", "block", "group"]
     scale: Literal["weight_scale", "weight_scale_inv"]
     block: tuple[int, int] | None = None
@@ -71,6 +78,8 @@ def layout_of(raw: Any) -> str | None:
         return "deepseek"
     if method == "fbgemm_fp8":
         return "fbgemm"
+    if method == "modelopt":
+        return "modelopt" if str(raw.get("quant_algo", "")).lower() in MODELOPT_FP8 else None
     if method == "compressed-tensors":
         groups = raw.get("config_groups")
         named = [raw.get("format")] + ([g.get("format") for g in groups.values() if isinstance(g, Mapping)]
@@ -79,12 +88,14 @@ def layout_of(raw: Any) -> str | None:
     return None
 
 
-def parse_config(raw: Any) -> FP8Config | FbgemmConfig | CTConfig:
-    """The config's model (FP8-1.1, FP8-2.1, FP8-3.1); ``fp8.config.invalid`` for a value outside its domain."""
+def parse_config(raw: Any) -> FP8Config | FbgemmConfig | CTConfig | ModelOptConfig:
+    """The config's model (FP8-1.1, FP8-2.1, FP8-3.1, FP8-3.2); ``fp8.config.invalid`` for a value outside its
+    domain."""
     kind = layout_of(raw)
-    model = {"deepseek": FP8Config, "fbgemm": FbgemmConfig, "ct": CTConfig}.get(kind or "")
+    model = {"deepseek": FP8Config, "fbgemm": FbgemmConfig, "ct": CTConfig, "modelopt": ModelOptConfig}.get(kind or "")
     if model is None:
-        raise fail("fp8.config.invalid", "quant_method", "fp8, fbgemm_fp8 or compressed-tensors float-quantized",
+        raise fail("fp8.config.invalid", "quant_method", "fp8, fbgemm_fp8, compressed-tensors float-quantized or "
+                   "modelopt with an FP8 quant_algo",
                    raw.get("quant_method") if isinstance(raw, Mapping) else type(raw).__name__)
     try:
         config = model.model_validate(dict(raw))
@@ -101,12 +112,14 @@ def _skipped(entries: Sequence[str] | None, modules: Sequence[str]) -> list[bool
     return [any(m == e or m.startswith(e + ".") or m.endswith("." + e) for e in entries) for m in modules]
 
 
-def module_schemes(config: FP8Config | FbgemmConfig | CTConfig,
+def module_schemes(config: FP8Config | FbgemmConfig | CTConfig | ModelOptConfig,
                    modules: Sequence[str]) -> dict[str, ModuleScheme | str]:
     """Each module's scheme, or why it has none (a sentence): FP8-1.2, FP8-2.1, FP8-3.1."""
     names = list(modules)
     if isinstance(config, CTConfig):
         return _ct_schemes(config, names)
+    if isinstance(config, ModelOptConfig):
+        return _modelopt_schemes(config, names)
     skipped = _skipped(config.modules_to_not_convert, names)
     if isinstance(config, FbgemmConfig):
         scheme: ModuleScheme | str = ModuleScheme(layout="fbgemm", strategy="channel", scale="weight_scale")
@@ -116,6 +129,18 @@ def module_schemes(config: FP8Config | FbgemmConfig | CTConfig,
         scheme = ModuleScheme(layout="deepseek", strategy="block", scale="weight_scale_inv",
                               block=tuple(config.weight_block_size))
     return {m: ("listed in modules_to_not_convert" if skip else scheme) for m, skip in zip(names, skipped)}
+
+
+def _modelopt_schemes(config: ModelOptConfig, names: list[str]) -> dict[str, ModuleScheme | str]:
+    """FP8-3.2: every module ``ignore`` does not name, with the algorithm's strategy."""
+    strategy = MODELOPT_FP8[config.quant_algo.lower()]
+    scheme = ModuleScheme(layout="modelopt", strategy=strategy, scale="weight_scale",
+                          block=MODELOPT_BLOCK if strategy == "block" else None)
+    out: dict[str, ModuleScheme | str] = {}
+    for m in names:
+        hit = next((t for t in config.ignore if _glob_prefix(t, m)), None)
+        out[m] = scheme if hit is None else f"excluded by ignore entry {hit!r}"
+    return out
 
 
 def _ct_schemes(config: CTConfig, names: list[str]) -> dict[str, ModuleScheme | str]:
