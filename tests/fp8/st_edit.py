@@ -15,7 +15,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[2] / "fixtures" / "third_party" / "fp8"
 CHECKPOINTS = ROOT / "checkpoints"
 EXPECTED = ROOT / "expected"
-NP = {"F8_E4M3": np.uint8, "BF16": np.uint16, "F16": np.float16, "F32": np.float32, "U8": np.uint8}
+NP = {"F8_E4M3": np.uint8, "F8_E8M0": np.uint8, "BF16": np.uint16, "F16": np.float16, "F32": np.float32, "U8": np.uint8}
 
 
 def read(path: Path) -> dict[str, tuple[str, list[int], bytes]]:

@@ -176,12 +176,12 @@ def test_module_the_config_ignores_but_holding_fp8_tensors_is_invalid(tmp_path):
 
 
 def test_scale_of_another_dtype_is_invalid(tmp_path):
-    """FP8-6.3: a weight_scale_inv stored as U8 bytes (UE8M0 exponents are not yet covered) is refused by dtype."""
+    """FP8-6.3: a weight_scale_inv stored as U8 bytes is refused by dtype: one-byte scales are F8_E8M0 (FP8-2.2)."""
     ckpt = st.copy(tmp_path, "hf_fp8_block")
     st.edit(ckpt, lambda t: t.update({f"{Q_PROJ}.weight_scale_inv": ("U8", [1, 1], b"\x7f")}))
     tensor = f"{Q_PROJ}.weight_scale_inv"
     assert _fp8_findings(ckpt) == ("invalid", [("fp8.scale.dtype", "error", "FP8-6.3", tensor,
-                                                f"'{tensor}' must be one of F32, BF16, F16 (got U8)")])
+                                                f"'{tensor}' must be one of F32, BF16, F16, F8_E8M0 (got U8)")])
 
 
 def test_weight_that_is_not_fp8_is_invalid(tmp_path):

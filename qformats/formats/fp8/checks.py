@@ -7,7 +7,7 @@ import numpy as np
 
 from ... import elements
 from ...findings import Finding, finding
-from .codec import SCALE_DTYPES, grid, stored_shape
+from .codec import E8M0_SCALE, SCALE_DTYPES, grid, stored_shape
 from .layout import ModuleScheme
 
 __all__ = ["structure", "values", "fused_findings", "block_reader_findings", "FUSED"]
@@ -33,8 +33,9 @@ def structure(name: str, dtypes: dict[str, str], shapes: dict[str, tuple[int, ..
     if scheme.scale not in dtypes:
         return [finding("fp8.scale.missing", "error", f"'{w}' is FP8 but '{s}' is absent: a reader that goes on "
                         "decodes the bare E4M3 values, up to 448 (NVIDIA/TensorRT-Model-Connect#1115)", tensor=s)]
-    if dtypes[scheme.scale] not in SCALE_DTYPES:
-        return [finding("fp8.scale.dtype", "error", f"'{s}' must be one of {', '.join(SCALE_DTYPES)} "
+    allowed = SCALE_DTYPES + ((E8M0_SCALE,) if scheme.layout == "deepseek" else ())
+    if dtypes[scheme.scale] not in allowed:
+        return [finding("fp8.scale.dtype", "error", f"'{s}' must be one of {', '.join(allowed)} "
                         f"(got {dtypes[scheme.scale]})", tensor=s)]
     n, k = shapes["weight"]
     want = stored_shape(scheme.layout, scheme.strategy,
@@ -46,6 +47,16 @@ def structure(name: str, dtypes: dict[str, str], shapes: dict[str, tuple[int, ..
     return [finding("fp8.scale.shape", "error", f"'{s}' must be {list(want) if want else 'impossible'} for weight "
                     f"({n}, {k}), strategy {scheme.strategy}{_cell(scheme)} (got {list(got)}){_short(want, got)}",
                     tensor=s)]
+
+
+def scale_fmt_findings(name: str, dtype: str, scheme: ModuleScheme) -> list[Finding]:
+    """FP8-2.2: the fp8 layout's ``scale_fmt`` against the scale's dtype (ue8m0: F8_E8M0; float: a float dtype)."""
+    if scheme.layout != "deepseek" or (dtype == E8M0_SCALE) == (scheme.scale_fmt == "ue8m0"):
+        return []
+    s = f"{name}.{scheme.scale}"
+    return [finding("fp8.scale.fmt_mismatch", "warning", f"'{s}' is {dtype} but the config says scale_fmt "
+                    f"{scheme.scale_fmt or 'float'!r}; transformers decodes by the dtype, a reader that trusts "
+                    "scale_fmt reads other scales", tensor=s)]
 
 
 def _cell(scheme: ModuleScheme) -> str:

@@ -22,6 +22,7 @@ __all__ = ["grid", "expand", "dequantize", "bf16_to_f32", "stored_shape", "as_gr
            "SCALE_DTYPES"]
 
 SCALE_DTYPES = ("F32", "BF16", "F16")
+E8M0_SCALE = "F8_E8M0"       # the fp8 layout's scale_fmt "ue8m0": power-of-two scales, one byte each (FP8-2.2)
 
 
 def _ceil(a: int, b: int) -> int:

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from ... import elements
 from ...errors import QFormatsError, fail
 from ...findings import Finding, finding, from_error
 from ...layers import LayerGroup, Progress, decode_stats, load_layer, tick
@@ -38,7 +39,9 @@ def module_tensors(ckpt: Any, group: LayerGroup, scheme: ModuleScheme) -> dict[s
     for suffix in (scheme.scale, "input_scale"):
         if suffix in t:
             dtype = ckpt.tensor_info(group.tensors[suffix]).dtype
-            t[suffix] = codec.bf16_to_f32(t[suffix]) if dtype == "BF16" else np.asarray(t[suffix], np.float32)
+            t[suffix] = codec.bf16_to_f32(t[suffix]) if dtype == "BF16" else \
+                elements.decode(t[suffix], elements.E8M0) if dtype == codec.E8M0_SCALE else \
+                np.asarray(t[suffix], np.float32)
     if scheme.scale in t and np.ndim(t.get("weight")) == 2:       # ModelOpt's stored shapes as the grid (FP8-3.2)
         t[scheme.scale] = codec.as_grid(t[scheme.scale], scheme.layout, scheme.strategy, *t["weight"].shape,
                                         block=scheme.block)
@@ -81,7 +84,7 @@ def _module(ckpt: Any, group: LayerGroup, scheme: ModuleScheme, deep: bool,
     if findings:
         return findings, row
     t = module_tensors(ckpt, group, scheme)
-    findings = checks.values(name, t, scheme)
+    findings = checks.values(name, t, scheme) + checks.scale_fmt_findings(name, dtypes[scheme.scale], scheme)
     findings += checks.block_reader_findings(name, *shapes["weight"], shapes[scheme.scale], scheme)
     if scheme.strategy == "tensor":
         per_tensor[name] = float(np.asarray(t[scheme.scale]).reshape(-1)[0])

@@ -44,7 +44,7 @@ class FP8Config(BaseModel):
     fmt: Literal["e4m3"] | None = None
     activation_scheme: str | None = None
     modules_to_not_convert: list[str] | None = None
-    scale_fmt: str | None = None
+    scale_fmt: Literal["float", "ue8m0"] | None = None       # transformers raises on any other (FP8-2.2)
 
 
 class FbgemmConfig(BaseModel):
@@ -67,6 +67,7 @@ class ModuleScheme(BaseModel):
     scale: Literal["weight_scale", "weight_scale_inv"]
     block: tuple[int, int] | None = None
     group_size: int | None = None
+    scale_fmt: Literal["float", "ue8m0"] | None = None      # the fp8 layout's stated scale storage (FP8-2.2)
 
 
 def layout_of(raw: Any) -> str | None:
@@ -124,10 +125,11 @@ def module_schemes(config: FP8Config | FbgemmConfig | CTConfig | ModelOptConfig,
     if isinstance(config, FbgemmConfig):
         scheme: ModuleScheme | str = ModuleScheme(layout="fbgemm", strategy="channel", scale="weight_scale")
     elif config.weight_block_size is None:
-        scheme = ModuleScheme(layout="deepseek", strategy="tensor", scale="weight_scale_inv")
+        scheme = ModuleScheme(layout="deepseek", strategy="tensor", scale="weight_scale_inv",
+                              scale_fmt=config.scale_fmt)
     else:
         scheme = ModuleScheme(layout="deepseek", strategy="block", scale="weight_scale_inv",
-                              block=tuple(config.weight_block_size))
+                              block=tuple(config.weight_block_size), scale_fmt=config.scale_fmt)
     return {m: ("listed in modules_to_not_convert" if skip else scheme) for m, skip in zip(names, skipped)}
 
 
