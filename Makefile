@@ -15,7 +15,7 @@ REAL_STAMP := $(REAL)/.installed
 # two modules from it (conformance/adapters/autoawq.py). compressed-tensors 0.20.0 is pure torch.
 AUTOAWQ_VERSION := 0.2.9
 AUTOAWQ_SHA256  := f3397687118c7d23c769de0de05ff1dca8950a2644acbe1b6eb1399c691fe7ee
-REAL_DEPS  := torch==2.13.0 "transformers>=5.20.2" "accelerate>=1.15.0" threadpoolctl packaging device-smi \
+REAL_DEPS  := torch==2.13.0 transformers==5.24.0 accelerate==1.15.0 threadpoolctl packaging device-smi \
               protobuf pillow requests pypcre tokenicer logbar dill defuser
 
 $(BIN)/python:
@@ -38,13 +38,17 @@ demo: $(DEMO_STAMP)
 
 # llama.cpp (make llama-cpp) builds in the background, niced, from the start: through the installs and the
 # rest of the suite; then tests/llama_cpp runs against it. A failed build fails `make test` (its log's tail
-# is printed), as does any failed install.
+# is printed), as does any failed install. The suite runs as two parts at once (tests/conftest.py --shard, whole
+# files balanced by tests/durations.json), one per core; the second part's output is printed when both end.
 TEST_ENV = QFORMATS_GGML_LIB=$(abspath $(GGML_LIB)) QFORMATS_GGML_VERSION=$(GGML_VERSION) QFORMATS_CHROMIUM=$(CHROMIUM)
 test: $(BIN)/python
 	@{ t0=$$(date +%s); nice -n 10 $(MAKE) --no-print-directory llama-cpp > $(VENV)/llama-cpp-make.log 2>&1; \
 	   echo $$? > $(VENV)/llama-cpp-make.rc; echo "llama.cpp: ready after $$(( $$(date +%s) - t0 )) s" >> $(VENV)/llama-cpp-make.log; } & \
 	$(MAKE) --no-print-directory $(STAMP) real-subjects ggml-oracle browser || { wait; exit 1; }; \
-	$(TEST_ENV) $(BIN)/python -m pytest -q --ignore=tests/llama_cpp; rc=$$?; \
+	$(TEST_ENV) $(BIN)/python -m pytest -q --ignore=tests/llama_cpp --shard 2/2 > $(VENV)/test-part2.log 2>&1 & part2=$$!; \
+	$(TEST_ENV) $(BIN)/python -m pytest -q --ignore=tests/llama_cpp --shard 1/2; rc=$$?; \
+	wait $$part2 || rc=1; echo "== the suite's second part (--shard 2/2, log: $(VENV)/test-part2.log)"; \
+	tail -40 $(VENV)/test-part2.log; \
 	echo "waiting for the llama.cpp build (make llama-cpp, log: $(VENV)/llama-cpp-make.log)"; wait; \
 	tail -1 $(VENV)/llama-cpp-make.log; \
 	if [ "$$(cat $(VENV)/llama-cpp-make.rc)" != 0 ]; then tail -30 $(VENV)/llama-cpp-make.log; \
@@ -82,6 +86,10 @@ real-subjects: $(STAMP)
 	@test -f $(REAL)/.installed-bnb || test ! -f $(REAL_STAMP) || { \
 	  $(REAL)/bin/python -m pip install -q torch==2.13.0 bitsandbytes==0.50.2 && touch $(REAL)/.installed-bnb; \
 	} >> $(VENV)/real-install.log 2>&1 || echo "real subjects (bitsandbytes): install failed, see $(VENV)/real-install.log"
+	@test -f $(REAL)/.installed-modelopt || test ! -f $(REAL_STAMP) || { \
+	  $(REAL)/bin/python -m pip install -q torch==2.13.0 nvidia-modelopt==0.47.0 requests && \
+	  touch $(REAL)/.installed-modelopt; \
+	} >> $(VENV)/real-install.log 2>&1 || echo "real subjects (ModelOpt): install failed, see $(VENV)/real-install.log"
 
 # The ggml oracle (Q4K-6.2): ggml's own q4_K quantizer and decoder, built from the C source that the
 # ggml-py sdist vendors (vendor/ggml: ggml 0.10.1, llama.cpp sync 3142f1db), pinned by hash. Only
@@ -142,13 +150,17 @@ $(LLAMA_STAMP): $(BIN)/python
 llama-test: $(STAMP) ggml-oracle llama-cpp
 	QFORMATS_LLAMA_CPP=$(abspath $(LLAMA))/build QFORMATS_GGML_LIB=$(abspath $(GGML_LIB)) $(BIN)/python -m pytest -q tests/llama_cpp
 
-# Fuzzing of every command in turn (tests/fuzz/fuzz.py): N cases, counts per command and outcome; exit 1 on
-# any bug. `make test` runs a small fixed budget per command (tests/fuzz/test_fuzz.py). `make fuzz N=1000000 SEED=7 JOBS=2`.
-N    ?= 10000
-SEED ?= 0
-JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+# Fuzzing in process (tests/fuzz/inproc.py): N cases per entry point (validate, validate --deep, inspect, decode,
+# convert, conformance checkpoint, the Python readers), resumable from FUZZ_STATE (stop it any time; the same
+# command carries on), failure classes and minimized repros in FUZZ_STATE/repros; exit 1 on any failure class.
+# `make test` runs a fixed-seed slice (tests/fuzz/test_inproc.py). `make fuzz N=1000 FUZZ_WORKERS=1`.
+N            ?= 1000000
+SEED         ?= 0
+JOBS         ?= $(shell nproc 2>/dev/null || echo 2)
+FUZZ_STATE   ?= .venv/fuzz-state
+FUZZ_WORKERS ?= $(JOBS)
 fuzz: $(STAMP)
-	$(BIN)/python tests/fuzz/fuzz.py --cases $(N) --seed $(SEED) --jobs $(JOBS)
+	$(BIN)/python tests/fuzz/inproc.py --cases $(N) --seed $(SEED) --workers $(FUZZ_WORKERS) --state $(FUZZ_STATE)
 
 bench: $(STAMP)
 	$(BIN)/python -m pip install -q -e '.[test,bench]'

@@ -40,7 +40,10 @@ __all__ = ["run_document", "checkout_commit", "suite_info", "subject_info", "env
 ROOT = Path(__file__).resolve().parents[1]
 # qformats' own adapters judge another project's code: the distribution each one calls
 ADAPTED = {"conformance.adapters.gptqmodel": "gptqmodel", "conformance.adapters.gguf_py": "gguf",
-           "conformance.adapters.compressed_tensors": "compressed-tensors", "conformance.adapters.bnb": "bitsandbytes"}
+           "conformance.adapters.compressed_tensors": "compressed-tensors", "conformance.adapters.bnb": "bitsandbytes",
+           "conformance.adapters.transformers_bnb": "transformers", "conformance.adapters.ct_fp8": "compressed-tensors",
+           "conformance.adapters.transformers_fp8": "transformers", "conformance.adapters.ct_fp4": "compressed-tensors",
+           "conformance.adapters.transformers_mxfp4": "transformers", "conformance.adapters.modelopt_fp4": "nvidia-modelopt"}
 GGML_ADAPTER = "conformance.adapters.ggml"      # a C library named by QFORMATS_GGML_LIB, no distribution
 AUTOAWQ_ADAPTER = "conformance.adapters.autoawq"  # modules from an unpacked sdist (QFORMATS_AUTOAWQ_SRC), not installed
 

@@ -6,10 +6,14 @@ write the results page and the README's real-library table from them (issue #21)
 
 Subjects: ggml's own codecs (conformance/adapters/ggml.py, the library QFORMATS_GGML_LIB names), gguf-py
 (conformance/adapters/gguf_py.py), both for q4_K and every other GGUF block type they export, and
-GPTQModel's CPU path (conformance/adapters/gptqmodel.py), compressed-tensors, AutoAWQ and bitsandbytes'
-CPU dequantize_4bit (conformance/adapters/bnb.py) in the second environment `make real-subjects`
-builds. Each run is `qformats conformance kernel ... --json` in the interpreter that has the library,
-so the recorded versions are that interpreter's. ``--reference`` adds qformats' own reference as a
+GPTQModel's CPU path (conformance/adapters/gptqmodel.py), compressed-tensors, AutoAWQ, bitsandbytes'
+CPU dequantize_4bit and int8 dequantize (conformance/adapters/bnb.py) and transformers' bitsandbytes 4-bit loader
+(conformance/adapters/transformers_bnb.py), and compressed-tensors' and transformers' FP8 decoders
+(conformance/adapters/ct_fp8.py, transformers_fp8.py), and the NVFP4 / MXFP4 decoders of compressed-tensors,
+transformers' gpt-oss path and ModelOpt (conformance/adapters/ct_fp4.py, transformers_mxfp4.py, modelopt_fp4.py)
+in the second environment `make real-subjects` builds. Each run
+is `qformats conformance kernel ... --json` in the interpreter that has the library, so the recorded
+versions are that interpreter's. ``--reference`` adds qformats' own reference as a
 column of the page (never of the README table). A library that is not installed is left out, saying so.
 """
 
@@ -43,6 +47,7 @@ class Subject:
     python: str
 
 
+FP8_STRATEGIES = ("tensor", "channel", "block")      # the fp8_<strategy> subject formats (KC-1.11)
 # The libraries of the second environment (`make real-subjects`): name, a probe that succeeds where it is there, runs
 REAL_LIBRARIES = (
     ("GPTQModel", _found("gptqmodel"), (("conformance.adapters.gptqmodel:dequantize_v1", "gptq_v1", "dequantize"),
@@ -50,11 +55,28 @@ REAL_LIBRARIES = (
     ("compressed-tensors", _found("compressed_tensors"),
      (("conformance.adapters.compressed_tensors:dequantize", "ctensors_pack", "dequantize"),
       ("conformance.adapters.compressed_tensors:matmul", "ctensors_pack", "matmul"),
-      ("conformance.adapters.compressed_tensors:pack", "ctensors_pack", "pack"))),
+      ("conformance.adapters.compressed_tensors:pack", "ctensors_pack", "pack"),
+      *((f"conformance.adapters.ct_fp8:dequantize_{s}", f"fp8_{s}", "dequantize") for s in FP8_STRATEGIES))),
     ("AutoAWQ", "import conformance.adapters.autoawq", (("conformance.adapters.autoawq:dequantize", "awq_gemm", "dequantize"),
                                                  ("conformance.adapters.autoawq:matmul", "awq_gemm", "matmul"),
                                                  ("conformance.adapters.autoawq:pack", "awq_gemm", "pack"))),
-    ("bitsandbytes", _found("bitsandbytes"), (("conformance.adapters.bnb:dequantize", "bnb_4bit", "dequantize"),)),
+    ("bitsandbytes", _found("bitsandbytes"), (("conformance.adapters.bnb:dequantize", "bnb_4bit", "dequantize"),
+                                              ("conformance.adapters.bnb:int8_dequantize", "bnb_int8", "dequantize"))),
+    ("transformers (fp8)", _found("transformers"),
+     (*(("conformance.adapters.transformers_fp8:dequantize", f"fp8_{s}", "dequantize") for s in FP8_STRATEGIES),
+      *((f"conformance.adapters.transformers_fp8:dequantize_backward_{s}", f"fp8_{s}", "dequantize")
+        for s in FP8_STRATEGIES))),
+    ("transformers", _found("transformers"),     # its bitsandbytes 4-bit loader (from_pretrained), not a kernel
+     (("conformance.adapters.transformers_bnb:dequantize", "bnb_4bit", "dequantize"),)),
+    # NVFP4 / MXFP4 (KC-1.12): compressed-tensors' decompressors, transformers' gpt-oss path, ModelOpt's QTensors
+    ("compressed-tensors (fp4)", _found("compressed_tensors"),
+     (("conformance.adapters.ct_fp4:nvfp4_dequantize", "nvfp4_packed", "dequantize"),
+      ("conformance.adapters.ct_fp4:mxfp4_dequantize", "mxfp4_packed", "dequantize"))),
+    ("transformers (gpt-oss mxfp4)", _found("transformers"),
+     (("conformance.adapters.transformers_mxfp4:dequantize", "mxfp4_packed", "dequantize"),)),
+    ("ModelOpt", _found("modelopt"),
+     (("conformance.adapters.modelopt_fp4:nvfp4_dequantize", "nvfp4_packed", "dequantize"),
+      ("conformance.adapters.modelopt_fp4:mxfp4_dequantize", "mxfp4_packed", "dequantize"))),
 )
 
 

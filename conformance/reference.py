@@ -6,7 +6,8 @@ are the ground truth run through the same door as everyone else, and they are va
     qformats conformance kernel conformance.reference:gptq_dequantize_v1 --format gptq_v1 --op dequantize
 
 Every format's subjects: GPTQ v1/v2, q4_K, SpQR, AWQ GEMM (``awq_gemm_<op>``), compressed-tensors
-(``ctensors_pack_<op>``), bitsandbytes 4-bit (``bnb_4bit_dequantize``) and each other GGUF block type (``<type>_dequantize``, ``_matmul``, ``_quantize``).
+(``ctensors_pack_<op>``), bitsandbytes 4-bit (``bnb_4bit_dequantize``), FP8 (``fp8_<strategy>_<op>``), NVFP4 / MXFP4
+(``nvfp4_packed_<op>``, ``mxfp4_packed_<op>``) and each other GGUF block type (``<type>_dequantize``, ``_matmul``, ``_quantize``).
 """
 
 from __future__ import annotations
@@ -18,6 +19,9 @@ import numpy as np
 from qformats.errors import fail
 from qformats.formats import awq, ctensors, ggml, gptq, q4_k, spqr
 from qformats.formats.bnb.cases import dequantize_checked as _bnb_checked
+from qformats.formats.fp8.cases import FORMATS as _FP8_FORMATS
+from qformats.formats.fp8.cases import dequantize_checked as _fp8_checked
+from qformats.formats.fp4 import cases as _fp4
 from qformats.formats.ggml.cases import subject_types
 from qformats.formats.ggml.codec import check_blocks as check_type_blocks
 from qformats.formats.q4_k.checks import check_blocks
@@ -137,6 +141,50 @@ def bnb_4bit_dequantize(*, packed, absmax, quant_map, quant_type, blocksize, sha
     return _bnb_checked(packed=packed, absmax=absmax, quant_map=quant_map, quant_type=quant_type, blocksize=blocksize,
                         shape=shape, dtype=dtype, nested_absmax=nested_absmax, nested_quant_map=nested_quant_map,
                         nested_offset=nested_offset)
+
+
+def _fp8_subjects(namespace: dict) -> list[str]:
+    """``fp8_tensor_dequantize`` .. ``fp8_block_matmul`` (KC-1.11): the validating decode of FP8-8.1."""
+    names = []
+    for fmt in _FP8_FORMATS:
+        def deq(*, weight, weight_scale, block_size, dtype, _fmt=fmt):
+            return _fp8_checked(_fmt, weight=weight, weight_scale=weight_scale, block_size=block_size, dtype=dtype)
+
+        def mm(*, weight, weight_scale, block_size, dtype, x, _fmt=fmt):
+            return _matmul(x, _fp8_checked(_fmt, weight=weight, weight_scale=weight_scale, block_size=block_size,
+                                           dtype=dtype))
+
+        for fn, op in ((deq, "dequantize"), (mm, "matmul")):
+            fn.__name__ = fn.__qualname__ = f"{fmt}_{op}"
+            namespace[fn.__name__] = fn
+            names.append(fn.__name__)
+    return names
+
+
+__all__ += _fp8_subjects(globals())
+
+
+# -- NVFP4 / MXFP4 (KC-1.12): the validating decode of FP4-7.1 ----------------------------------------------
+
+def nvfp4_packed_dequantize(*, weight_packed, weight_scale, weight_global_scale):
+    return _fp4.nvfp4_dequantize_checked(weight_packed=weight_packed, weight_scale=weight_scale,
+                                         weight_global_scale=weight_global_scale)
+
+
+def nvfp4_packed_matmul(*, weight_packed, weight_scale, weight_global_scale, x):
+    return _matmul(x, nvfp4_packed_dequantize(weight_packed=weight_packed, weight_scale=weight_scale,
+                                              weight_global_scale=weight_global_scale))
+
+
+def mxfp4_packed_dequantize(*, weight_packed, weight_scale):
+    return _fp4.mxfp4_dequantize_checked(weight_packed=weight_packed, weight_scale=weight_scale)
+
+
+def mxfp4_packed_matmul(*, weight_packed, weight_scale, x):
+    return _matmul(x, mxfp4_packed_dequantize(weight_packed=weight_packed, weight_scale=weight_scale))
+
+
+__all__ += ["nvfp4_packed_dequantize", "nvfp4_packed_matmul", "mxfp4_packed_dequantize", "mxfp4_packed_matmul"]
 
 
 # -- every other GGUF block type: <type>_dequantize, <type>_matmul, <type>_quantize (KC-1.5) ------------------

@@ -218,22 +218,27 @@ def run_kernel(entry: str, *, fmt: str, op: str, device: str | None = None, decl
     face = subject_format(fmt)
     decl = declaration or SubjectDeclaration()
     cases = select_cases(fmt, op, pattern)
-    with SubjectProcess(entry, device=device, timeout=timeout) as probe:    # import it once, apart from us
-        problem = probe.start()
-    if problem is not None:
-        raise fail("argument.invalid", "subject", "an importable MODULE:FUNCTION", problem)
     digests = pinned_digests()
     shards = [cases[i::jobs] for i in range(min(jobs, max(1, len(cases))))]
+    procs = [SubjectProcess(entry, device=device, timeout=timeout) for _ in shards]
 
-    def run_shard(shard: list[Case]) -> list[CaseResult]:
+    def run_shard(i: int) -> list[CaseResult]:
         out = []
-        with SubjectProcess(entry, device=device, timeout=timeout) as proc:
-            for case in shard:
-                out.append(judge_case(case, op, face, decl, proc, digests))
-                if progress is not None:
-                    progress(out[-1])
+        for case in shards[i]:
+            out.append(judge_case(case, op, face, decl, procs[i], digests))
+            if progress is not None:
+                progress(out[-1])
         return out
 
-    with ThreadPoolExecutor(max_workers=len(shards)) as pool:
-        done = {r.id: r for rs in pool.map(run_shard, shards) for r in rs}
+    try:
+        # the first worker imports the subject before any case, apart from us: one that cannot load is
+        # could-not-run; the worker then runs its shard (no separate probe process)
+        problem = procs[0].start()
+        if problem is not None:
+            raise fail("argument.invalid", "subject", "an importable MODULE:FUNCTION", problem)
+        with ThreadPoolExecutor(max_workers=len(shards)) as pool:
+            done = {r.id: r for rs in pool.map(run_shard, range(len(shards))) for r in rs}
+    finally:
+        for proc in procs:
+            proc.__exit__(None, None, None)
     return RunResult(subject=entry, format=fmt, op=op, cases=[done[c.id] for c in cases], declaration=decl)

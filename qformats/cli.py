@@ -327,10 +327,15 @@ def build_parser() -> argparse.ArgumentParser:
     dec.add_argument("--force", action="store_true", help="replace OUT if it exists (default: refuse)")
     dec.set_defaults(run=_cmd_decode)
     conv = sub.add_parser("convert", help="rewrite a GPTQ checkpoint's zeros as v2 (lossless) or v1; convert "
-                                          "between GPTQ, AWQ GEMM and compressed-tensors pack-quantized (lossless)")
+                                          "between GPTQ, AWQ GEMM and compressed-tensors pack-quantized, and between "
+                                          "the FP8 / FP4 layouts where they agree (lossless)")
     conv.add_argument("path", help="a GPTQ, AWQ GEMM or compressed-tensors checkpoint (directory or shard index; "
                                    "a single .safetensors file for GPTQ v1 <-> v2)")
-    conv.add_argument("--to", required=True, choices=("gptq_v2", "gptq", "awq_gemm", "compressed_tensors"))
+    conv.add_argument("--to", required=True, choices=("gptq_v2", "gptq", "awq_gemm", "compressed_tensors", "modelopt",
+                                                      "gpt_oss_mxfp4", "fp8"),
+                      help="modelopt: from compressed-tensors NVFP4 / MXFP4; gpt_oss_mxfp4: from compressed-tensors "
+                           "MXFP4 experts; fp8: DeepSeek / transformers fp8 from compressed-tensors FP8 block; "
+                           "compressed_tensors also from those three (spec/fp8.md FP8-8, spec/fp4.md FP4-8)")
     conv.add_argument("-o", "--output", required=True)
     conv.add_argument("--source-version", choices=("v1", "v2"),
                       help="GPTQ checkpoints: what the stored zeros really are, overriding a wrong checkpoint_format "

@@ -52,8 +52,14 @@ __all__ = ["TARGETS", "SOURCE_LABELS", "ST_DTYPES", "source_format", "convert_ac
            "refuse_contradicted"]
 
 # --to value -> the format package that writes it
-TARGETS = {"gptq_v2": "gptq", "gptq": "gptq", "awq_gemm": "awq", "compressed_tensors": "ctensors"}
-SOURCE_LABELS = {"gptq": "GPTQ", "awq": "AWQ GEMM", "ctensors": "compressed-tensors"}
+TARGETS = {"gptq_v2": "gptq", "gptq": "gptq", "awq_gemm": "awq", "compressed_tensors": "ctensors",
+           "modelopt": "fp4", "gpt_oss_mxfp4": "fp4", "fp8": "fp8"}
+INT_TARGETS = ("gptq_v2", "gptq", "awq_gemm", "compressed_tensors")
+# FP8 / FP4 source formats (faces) -> the package converting them where the layouts agree (FP8-8, FP4-8)
+FLOAT_SOURCES = {"fp8": "fp8", "fp8_deepseek": "fp8", "fp4": "fp4", "modelopt_fp4": "fp4", "gpt_oss_mxfp4": "fp4"}
+SOURCE_LABELS = {"gptq": "GPTQ", "awq": "AWQ GEMM", "ctensors": "compressed-tensors", "fp8": "FP8",
+                 "fp8_deepseek": "fp8 (DeepSeek)", "fp4": "compressed-tensors FP4", "modelopt_fp4": "ModelOpt FP4",
+                 "gpt_oss_mxfp4": "gpt-oss MXFP4"}
 TARGET_OF_FORMAT = {"awq": "awq_gemm", "ctensors": "compressed_tensors"}
 # The compressed-tensors release whose config keys and tensor layout the written config follows (CT-5.1).
 CT_VERSION = "0.20.0"
@@ -93,6 +99,12 @@ def convert_across(ckpt: Checkpoint, dst: Path, *, to: str, source: str | None,
     """Convert the open checkpoint ``ckpt`` (format ``source``) to ``to`` into ``dst`` (see the module doc).
     ``round_scales``: compressed-tensors scales float16 cannot hold are rounded to float16 (CT-4.6); the answer
     then says how many scales were rounded and how many weights changed, by at most how much."""
+    if source in FLOAT_SOURCES:
+        return _float_across(ckpt, dst, to=to, source=source, options=(source_version, reader, round_scales))
+    if to not in INT_TARGETS:
+        raise fail("argument.invalid", "to", "gptq_v2, gptq, awq_gemm or compressed_tensors for this checkpoint "
+                   "(modelopt, gpt_oss_mxfp4 and fp8 convert FP8 / FP4 checkpoints, FP8-8, FP4-8)",
+                   f"{to} for {SOURCE_LABELS.get(source or '', source) or 'no quantized modules'}")
     target = TARGETS[to]
     if source not in SOURCE_LABELS:
         raise fail("argument.invalid", "path", "a GPTQ, AWQ GEMM or compressed-tensors pack-quantized checkpoint",
@@ -149,6 +161,60 @@ def _staged(dst: Path, write) -> dict[str, Any]:
     finally:
         shutil.rmtree(stage, ignore_errors=True)
     return done
+
+
+# -- FP8 and FP4 layouts where they agree (FP8-8, FP4-8) -----------------------------------------------------
+
+@dataclass(frozen=True)
+class Plan:
+    """A float-format conversion, planned by ``formats.<fp8|fp4>.convert.plan`` after every refusal: the source
+    tensors not copied, units (the source file its output goes to, a function making (name, dtype, array)
+    entries), the target's quantization_config and side files (name -> JSON, or None: not carried over)."""
+
+    dropped: set[str]
+    units: list[tuple[str, Any]]
+    config: dict[str, Any]
+    side_files: dict[str, Any]
+    layers: int
+
+
+def _float_across(ckpt: Checkpoint, dst: Path, *, to: str, source: str, options: tuple) -> dict[str, Any]:
+    """FP8-8, FP4-8: moved bytes, renamed tensors, the target's config; every other tensor copied byte for byte."""
+    from importlib import import_module
+
+    if any(options):
+        raise fail("argument.invalid", "source_version" if options[0] else "reader" if options[1] else
+                   "round_scales", "given only for GPTQ, AWQ GEMM or compressed-tensors pack-quantized sources",
+                   f"given for {SOURCE_LABELS[source]} to {to}")
+    if Path(ckpt.path).is_file() and ckpt.kind != "sharded":
+        raise fail("argument.invalid", "path", "a checkpoint directory or shard index (a conversion to another "
+                   "format rewrites config.json's quantization_config)", f"the single file {Path(ckpt.path).name}")
+    groups = [g for g in group_layers(ckpt.tensor_names(), ckpt.config)[0] if g.format == source]
+    plan = import_module(f".formats.{FLOAT_SOURCES[source]}.convert", __package__).plan(ckpt, groups, to, Plan)
+
+    def write(stage: Path) -> dict[str, Any]:
+        placed = _write_planned(ckpt, stage, plan)
+        _write_side_files(ckpt, stage, placed, plan.config)
+        for name, content in plan.side_files.items():
+            (stage / name).unlink(missing_ok=True)
+            if content is not None:
+                (stage / name).write_text(json.dumps(content, indent=4) + "\n")
+        return {"layers": plan.layers, "from": source}
+
+    return _staged(dst, write)
+
+
+def _write_planned(ckpt: Checkpoint, stage: Path, plan: Plan) -> dict[str, str]:
+    """Each weight file rewritten: the plan's entries in the file of their source, all else byte for byte."""
+    placed: dict[str, str] = {}
+    for file in ckpt.files:
+        entries = [(n, ckpt.tensor_info(n).dtype, tuple(ckpt.tensor_info(n).shape), ckpt.tensor(n))
+                   for n in ckpt.tensor_names() if ckpt.file_of(n) == file and n not in plan.dropped]
+        for _, make in (u for u in plan.units if u[0] == file):
+            entries += [(name, dtype, np.shape(a), a) for name, dtype, a in make()]
+        write_safetensors(stage / Path(file).name, entries, _metadata(ckpt.headers[file].metadata))
+        placed.update({name: Path(file).name for name, *_ in entries})
+    return placed
 
 
 # -- compressed-tensors per-word -> dense (CT-4.5) -------------------------------------------------------------
@@ -595,6 +661,6 @@ def quantization_config(to: str, *, bits: int, group_size: int, symmetric: bool,
                         quantized: set[str] | None = None) -> dict[str, Any]:
     """The ``quantization_config`` qformats writes for target ``to`` (``awq_gemm``, ``compressed_tensors``,
     ``gptq_v2``, ``gptq``): one scheme, as the target's library writes it (AWQ-4.3, CT-4.4)."""
-    if to not in TARGETS:
+    if to not in INT_TARGETS:
         raise fail("argument.invalid", "to", "gptq_v2, gptq, awq_gemm or compressed_tensors", to)
     return _target_config(to, Scheme(bits, group_size, symmetric), list(excluded or []), set(quantized or ()))

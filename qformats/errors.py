@@ -90,8 +90,13 @@ CODES: dict[str, tuple[str, str]] = {
     "fp4.scale.nan": ("FP4-3.3", "a UE4M3 block-scale byte is a NaN code (0x7F, 0xFF)"),
     "fp4.scale.sign": ("FP4-3.3", "a UE4M3 block-scale byte has the sign bit set (0x80-0xFE)"),
     "fp4.scale.e8m0_nan": ("FP4-3.4", "an E8M0 block-scale byte is 0xFF (NaN)"),
+    "fp4.convert.unrepresentable": ("FP4-8.5", "an FP4 module the target layout cannot hold (an MoE expert set, "
+                                    "biases, one activation scheme)"),
+    "fp4.convert.inexact": ("FP4-8.1", "the reciprocal NVFP4 global scale would change a decoded weight"),
     # -- FP8 (spec/fp8.md) -----------------------------------------------------------------
     "fp8.config.invalid": ("FP8-1.1", "FP8 quantization_config value outside its domain"),
+    "fp8.convert.unrepresentable": ("FP8-8.1", "an FP8 module the target layout cannot hold (columns, input scale)"),
+    "fp8.convert.inexact": ("FP8-8.1", "a scale the target dtype cannot hold exactly would change a weight"),
     "fp8.config.tensor_mismatch": ("FP8-4.2", "a module holds FP8 scale tensors the config does not quantize"),
     "fp8.weight.missing": ("FP8-6.1", "a module holds an FP8 scale but no weight"),
     "fp8.weight.dtype": ("FP8-6.1", "an FP8 module's weight is not F8_E4M3 (out, in)"),

@@ -45,7 +45,7 @@ class FixtureEntry(BaseModel):
 
     id: str
     format: Literal["gptq", "spqr", "q4_k", "ggml", "awq", "ctensors", "fp8", "fp8_deepseek", "fp4",
-                    "gpt_oss_mxfp4", "modelopt_fp4", "bnb", "gguf", "safetensors"]
+                    "gpt_oss_mxfp4", "modelopt_fp4", "bnb", "bnb_int8", "gguf", "safetensors"]
     kind: Literal["layer", "checkpoint", "container"]
     clauses: tuple[str, ...]
     features: tuple[str, ...] = ()

@@ -309,6 +309,9 @@ def convert(path: str, out: str, *, to: str, source_version: str | None = None,
     """Re-express every GPTQ layer's zeros in the other version (GPTQ-7); config relabelled.
     ``to="awq_gemm"`` / ``"compressed_tensors"``, or a GPTQ target for an AWQ GEMM or compressed-tensors
     checkpoint, converts across formats (``qformats.convert``, AWQ-4, CT-4); the answer then says ``from``.
+    FP8 and FP4 checkpoints move between the layouts that agree (FP8-8, FP4-8): ``to="fp8"`` /
+    ``"compressed_tensors"`` (FP8 block), ``"modelopt"`` / ``"compressed_tensors"`` (NVFP4, MXFP4),
+    ``"gpt_oss_mxfp4"`` / ``"compressed_tensors"`` (gpt-oss experts).
 
     v1 -> v2 is lossless; v2 -> v1 is refused, with the count, when a zero point is 0
     (GPTQ-7.2). ``source_version`` overrides the config's label for a mislabelled checkpoint
@@ -326,7 +329,7 @@ def convert(path: str, out: str, *, to: str, source_version: str | None = None,
     """
     target = VERSIONS.get(to)
     if target is None and to not in TARGETS:
-        raise fail("argument.invalid", "to", "gptq_v2, gptq, awq_gemm or compressed_tensors", to)
+        raise fail("argument.invalid", "to", ", ".join(dict.fromkeys(("gptq_v2", "gptq", *TARGETS))), to)
     dst = _check_output(path, out)
     if dst.exists():
         raise fail("argument.invalid", "output", "a path that does not exist yet", str(out))

@@ -91,7 +91,9 @@ def _run(module: str, op: str, kwargs: dict[str, Any], **fixed: Any) -> Any:
         xt = (x if isinstance(x, torch.Tensor) else torch.from_numpy(np.array(x))).to(p.device, torch.float16)
         with no_host_work():
             out = kernels.matmul_prepared(p, xt.contiguous())
-    return out.cpu().numpy() if numpy_in else out
+    if numpy_in and out.dtype != torch.bfloat16:   # NumPy has no bfloat16: the runner widens that tensor itself
+        return out.cpu().numpy()
+    return out
 
 
 def _entry(module: str, op: str, **fixed: Any):
@@ -112,3 +114,17 @@ for _module in FORMATS:
         globals()[f"{_module}_{_op}"] = _entry(_module, _op)
 __all__ += ["gptq_dequantize_v1", "gptq_dequantize_v2", "gptq_matmul_v1", "gptq_matmul_v2",
             *(f"{m}_{op}" for m in FORMATS for op in ("dequantize", "matmul"))]
+bnb_dequantize = _entry("bnb", "dequantize")      # bitsandbytes 4-bit; bnb_4bit has dequantize cases only, so
+bnb_matmul = _entry("bnb", "matmul")              # tests/kernels/test_bnb_kernels.py runs this one
+__all__ += ["bnb_dequantize", "bnb_matmul"]
+for _strategy in ("tensor", "channel", "block"):      # FP8 (KC-1.11): one module, the strategy fixed per entry
+    for _op in ("dequantize", "matmul"):
+        globals()[f"fp8_{_strategy}_{_op}"] = _entry("fp8", _op, strategy=_strategy)
+        globals()[f"fp8_{_strategy}_{_op}"].__name__ = f"fp8_{_strategy}_{_op}"
+        __all__.append(f"fp8_{_strategy}_{_op}")
+# NVFP4 and MXFP4 share one module; the format is prepare's keyword (KC-1.12)
+fp4_dequantize_nvfp4 = _entry("fp4", "dequantize", format="nvfp4")
+fp4_matmul_nvfp4 = _entry("fp4", "matmul", format="nvfp4")
+fp4_dequantize_mxfp4 = _entry("fp4", "dequantize", format="mxfp4")
+fp4_matmul_mxfp4 = _entry("fp4", "matmul", format="mxfp4")
+__all__ += ["fp4_dequantize_nvfp4", "fp4_matmul_nvfp4", "fp4_dequantize_mxfp4", "fp4_matmul_mxfp4"]

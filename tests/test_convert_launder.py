@@ -295,6 +295,8 @@ def test_a_repack_that_would_hide_an_ambiguous_layout_is_refused(tmp_path):
 
 # A per-word module converted is read by its widths alone, so the warning about other readers is repaired (CT-4.7).
 REPAIRED = {"ctensors.layout.word"}
+# every --to value, the FP8 / FP4 layouts' included (FP8-8, FP4-8)
+TARGETS = ("gptq_v2", "gptq", "awq_gemm", "compressed_tensors", "modelopt", "gpt_oss_mxfp4", "fp8")
 
 
 def _convertible() -> list[Path]:
@@ -304,14 +306,15 @@ def _convertible() -> list[Path]:
 
 @pytest.mark.parametrize("source", _convertible(), ids=lambda p: str(p.relative_to(FIXTURES)))
 def test_every_convert_output_validates_no_better_than_its_input(source, tmp_path):
-    """GPTQ-7.4, AWQ-4.4, CT-4.7: for every fixture and every target, convert refuses (leaving the input as it
-    was) or writes a checkpoint whose verdict is no better and whose findings keep every code of the input's."""
+    """GPTQ-7.4, AWQ-4.4, CT-4.7, FP8-8.2, FP4-8.5: for every fixture and every target, convert refuses (leaving the
+    input as it was) or writes a checkpoint whose verdict is no better and whose findings keep every code of the
+    input's."""
     try:
         before = validate(str(source), jobs=1)
     except QFormatsError:
         return                                   # could not run: nothing for convert to keep either
     codes = {f.code for f in before.findings if f.severity != "info"} - REPAIRED
-    for to in ("gptq_v2", "gptq", "awq_gemm", "compressed_tensors"):
+    for to in TARGETS:
         out, digest_before = tmp_path / to, digest(source)
         try:
             convert(str(source), str(out), to=to)
@@ -321,3 +324,30 @@ def test_every_convert_output_validates_no_better_than_its_input(source, tmp_pat
         after = validate(str(out), jobs=1)
         assert not (before.verdict == "invalid" and after.verdict == "valid"), (to, [f.code for f in before.findings])
         assert codes <= {f.code for f in after.findings}, (to, codes, [f.code for f in after.findings])
+
+
+# The FP8 / FP4 fixtures the sweep walks, and the targets each converts to (the rest are refused): the sweep above
+# reaches every conversion of FP8-8 and FP4-8 from a real library's checkpoint.
+FLOAT_REACHED = {"third_party/fp4/checkpoints/ct_nvfp4": {"modelopt"},
+                 "third_party/fp4/checkpoints/modelopt_nvfp4": {"compressed_tensors"},
+                 "third_party/fp4/checkpoints/ct_mxfp4": {"modelopt"},
+                 "third_party/fp4/checkpoints/modelopt_mxfp4": {"compressed_tensors"},
+                 "third_party/fp4/checkpoints/gpt_oss_mxfp4": {"compressed_tensors"},
+                 "third_party/fp8/checkpoints/ct_fp8_block": {"fp8"}}
+
+
+def test_the_sweep_reaches_every_fp8_and_fp4_conversion(tmp_path):
+    """FP8-8.2, FP4-8.5: among the fixtures the sweep walks, each FP8 / FP4 route converts from a real library's
+    checkpoint (and validates as well as its input), so the sweep judges every new conversion."""
+    swept = {str(p.relative_to(FIXTURES)) for p in _convertible()}
+    assert set(FLOAT_REACHED) <= swept
+    for source, targets in FLOAT_REACHED.items():
+        done = set()
+        for to in TARGETS:
+            try:
+                convert(str(FIXTURES / source), str(tmp_path / source / to), to=to)
+            except QFormatsError:
+                continue
+            done.add(to)
+            assert validate(str(tmp_path / source / to), jobs=1).verdict == "valid"
+        assert done == targets, source

@@ -1,4 +1,5 @@
-"""bitsandbytes 0.50.2's CPU ``dequantize_4bit`` as a bnb_4bit subject (spec/kernels.md KC-1.10).
+"""bitsandbytes 0.50.2's CPU ``dequantize_4bit`` as a bnb_4bit subject and its ``int8_vectorwise_dequant`` as a
+bnb_int8 one (spec/kernels.md KC-1.10).
 
 The call's tensors and keys are handed to bitsandbytes as a checkpoint hands them over: a state dict of
 ``absmax``, ``quant_map``, the nested tensors and the quant_state JSON packed into a uint8 tensor by its own
@@ -31,3 +32,13 @@ def dequantize(*, packed, absmax, quant_map, quant_type, blocksize, shape, dtype
     state[f"quant_state.bitsandbytes__{quant_type}"] = pack_dict_to_tensor(keys)
     quant_state = F.QuantState.from_dict(state, device=torch.device("cpu"))
     return F.dequantize_4bit(t(packed), quant_state)
+
+
+def int8_dequantize(*, weight, SCB, dtype):  # noqa: N803 (the stored name)
+    """bitsandbytes' ``int8_vectorwise_dequant`` (float32), cast to the model dtype as transformers'
+    ``dequantize_bnb_weight`` caller does (spec/bnb.md BNB-6.2): the bnb_int8 call (KC-1.10)."""
+    import torch
+    from bitsandbytes import functional as F
+
+    w = F.int8_vectorwise_dequant(torch.as_tensor(np.array(weight)), torch.as_tensor(np.array(SCB)))
+    return w.to(getattr(torch, dtype))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from qformats.containers.checkpoint import open_checkpoint
 from qformats.errors import QFormatsError
 from qformats.tools import decode
 from qformats.validate import validate
@@ -178,6 +179,31 @@ def test_int8_scb_of_the_wrong_length(tmp_path):
     path = _made(tmp_path, "int8", lambda t: t.update({f"{Q}.SCB": ("F32", t[f"{Q}.SCB"][1][:19])}))
     assert _errors(path) == [("bnb.int8.invalid", "BNB-6.1", f"{Q}.SCB",
                               f"'{Q}.SCB' is [19] F32; it must be [20] F32")]
+
+
+def _scb(items, row: int, value: float) -> None:
+    scb = items[f"{Q}.SCB"][1].copy()
+    scb[row] = value
+    items[f"{Q}.SCB"] = ("F32", scb)
+
+
+@pytest.mark.parametrize("value", [-0.5, float("nan")], ids=["negative", "nan"])
+def test_int8_scb_negative_or_nonfinite(tmp_path, value):
+    """BNB-6.1: SCB is a row's absmax, finite and not negative (bitsandbytes flips or NaNs the row silently)."""
+    path = _made(tmp_path, "int8", lambda t: _scb(t, 3, value))
+    assert _errors(path) == [("bnb.int8.invalid", "BNB-6.1", f"{Q}.SCB", f"'{Q}.SCB' holds {value} at [3]; "
+                              "row scales must be finite and not negative (BNB-6.1)")]
+
+
+def test_int8_scb_zero_is_valid(tmp_path):
+    """BNB-6.1: SCB 0 is bitsandbytes' scale of an all-zero row: VALID, and the row decodes to zeros."""
+    path = _made(tmp_path, "int8", lambda t: _scb(t, 3, 0.0))
+    report = validate(str(path), deep=True, jobs=1)
+    assert (report.verdict, report.summary["errors"]) == ("valid", 0)
+    decode(str(path), [Q], str(tmp_path / "out.safetensors"))
+    with open_checkpoint(str(tmp_path / "out.safetensors")) as out:
+        w = np.asarray(out.tensor(f"{Q}.weight"))
+    assert w.shape == (20, 20) and (w[3] == 0).all() and (w[2] != 0).any()
 
 
 def test_config_quant_type_outside_its_domain(tmp_path):

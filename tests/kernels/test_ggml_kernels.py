@@ -31,7 +31,7 @@ LENGTHS = {"q8_0": [32, 96, 288, 512], "q6_k": [256, 512, 768], "q5_k": [256, 51
 def test_kernel_passes_its_whole_matrix(entry, fmt, op, public_cases):
     """GGML-5: the conformance runner passes every ggml Triton kernel 100 %, every scale class of
     GGML-2.3 / GGML-3.1 / GGML-3.2 / GGML-3.4 included (non-finite scales evaluated as ggml does)."""
-    result = run_kernel(entry, fmt=fmt, op=op, jobs=2, timeout=300, pattern=public_cases(fmt, op))
+    result = run_kernel(entry, fmt=fmt, op=op, jobs=1, timeout=300, pattern=public_cases(fmt, op))
     bad = [(c.id, c.status, c.detail[:200]) for c in result.cases if c.status != "pass"]
     assert not bad and result.cases, bad[:3]
 

@@ -40,7 +40,7 @@ ENTRIES = [
 @pytest.mark.parametrize(("entry", "fmt", "op"), ENTRIES, ids=[e[0].split(".")[1] for e in ENTRIES])
 def test_kernel_passes_its_whole_matrix(entry, fmt, op, public_cases):
     """The conformance runner passes every Triton kernel 100 % (issue: "Done means")."""
-    result = run_kernel(entry, fmt=fmt, op=op, jobs=2, timeout=300, pattern=public_cases(fmt, op))
+    result = run_kernel(entry, fmt=fmt, op=op, jobs=1, timeout=300, pattern=public_cases(fmt, op))
     bad = [(c.id, c.status, c.detail[:200]) for c in result.cases if c.status != "pass"]
     assert not bad and result.cases, bad[:3]
 

@@ -26,13 +26,15 @@ from reference_kernels import gptq, q4_k, q8_0, spqr, strict  # noqa: E402
 MATRIX = [(f"gptq_{op}_{v}", f"gptq_{v}", op) for v in ("v1", "v2") for op in ("dequantize", "matmul")] + \
     [(f"{m}_{op}", fmt, op) for m, fmt in (("q4_k", "q4_k"), ("q5_k", "q5_k"), ("q6_k", "q6_k"), ("q8_0", "q8_0"),
                                           ("spqr", "spqr"), ("awq", "awq_gemm"), ("ctensors", "ctensors_pack"))
-     for op in ("dequantize", "matmul")]
+     for op in ("dequantize", "matmul")] + [("bnb_dequantize", "bnb_4bit", "dequantize")] + \
+    [(f"fp4_{op}_{f}", f"{f}_packed", op) for f in ("nvfp4", "mxfp4") for op in ("dequantize", "matmul")] + \
+    [(f"fp8_{s}_{op}", f"fp8_{s}", op) for s in ("tensor", "channel", "block") for op in ("dequantize", "matmul")]
 
 
 @pytest.mark.parametrize(("entry", "fmt", "op"), MATRIX, ids=[m[0] for m in MATRIX])
 def test_prepared_path_passes_the_whole_matrix_without_host_work(entry, fmt, op):
     """KC-7.1, KC-7.2: prepare + the prepared call, guarded, gets every case's verdict right."""
-    result = run_kernel(f"reference_kernels.strict:{entry}", fmt=fmt, op=op, jobs=2, timeout=300)
+    result = run_kernel(f"reference_kernels.strict:{entry}", fmt=fmt, op=op, jobs=1, timeout=300)
     bad = [(c.id, c.status, c.detail[:300]) for c in result.cases if c.status != "pass"]
     assert not bad and result.cases, bad[:3]
 
@@ -48,8 +50,12 @@ def _first_valid(fmt: str, module: str, **fixed):
 LAYERS = [("gptq_v2", "gptq", {"version": "v2"}, "qweight"), ("q4_k", "q4_k", {}, "blocks"),
           ("q5_k", "q5_k", {}, "blocks"), ("q6_k", "q6_k", {}, "blocks"), ("q8_0", "q8_0", {}, "blocks"),
           ("spqr", "spqr", {}, "dense_weights"), ("awq_gemm", "awq", {}, "scales"),
-          ("ctensors_pack", "ctensors", {}, "weight_packed")]
-WATCHED = {"dense_weights": "dense", "weight_packed": "packed"}      # the prepared layer's names for them
+          ("ctensors_pack", "ctensors", {}, "weight_packed"), ("bnb_4bit", "bnb", {}, "packed"),
+          ("nvfp4_packed", "fp4", {"format": "nvfp4"}, "weight_global_scale"),
+          ("mxfp4_packed", "fp4", {"format": "mxfp4"}, "weight_scale"),
+          ("fp8_block", "fp8", {"strategy": "block"}, "weight")]
+WATCHED = {"dense_weights": "dense", "weight_packed": "packed", "weight_global_scale": "global_scale",
+           "weight_scale": "scale_bytes"}      # the prepared layer's names for them
 
 
 @pytest.mark.parametrize(("fmt", "module", "fixed", "tensor"), LAYERS, ids=[m[1] for m in LAYERS])

@@ -1,6 +1,7 @@
-"""Deliberately wrong bitsandbytes 4-bit decoders, each imitating a real bug class (tests/mutants/README.md;
-spec/bnb.md BNB-9.2). Each has the bnb_4bit call contract (spec/kernels.md KC-1.10) and must fail the case
-named in ``MUTANTS``. They decode without checking anything, as the readers they imitate do.
+"""Deliberately wrong bitsandbytes 4-bit and LLM.int8 decoders, each imitating a real bug class
+(tests/mutants/README.md; spec/bnb.md BNB-9.2). Each has the bnb_4bit or bnb_int8 call contract (spec/kernels.md
+KC-1.10) and must fail the case named in ``MUTANTS``. They decode without checking anything, as the readers
+they imitate do.
 """
 
 from __future__ import annotations
@@ -60,6 +61,22 @@ absmax_per_row = _mutant(per_row=True)
 # the stored quant_map used as the code table; bitsandbytes rebuilds it from quant_type (BNB-2.4)
 quant_map_trusted = _mutant(trust_map=True)
 
+
+
+def _int8_mutant(*, reciprocal=True, per_column=False):
+    def dequantize(*, weight, SCB, dtype):  # noqa: N803 (the stored name)
+        w = np.asarray(weight).astype(np.float32)
+        scb = np.asarray(SCB, np.float32)
+        w = w * (scb[None, :] if per_column else scb[:, None])    # per column: numpy broadcasts only a square W
+        return codec.to_dtype(w * codec.INT8_RECIPROCAL if reciprocal else w, dtype)
+    return dequantize
+
+
+# LLM.int8 decoded as weight * SCB, the division by 127 forgotten: every value 127 times too large
+int8_scb_not_divided = _int8_mutant(reciprocal=False)
+# SCB applied per column (weight * SCB without the (-1, 1) view): runs on a square W, q_proj or o_proj, only
+int8_scb_per_column = _int8_mutant(per_column=True)
+
 MUTANTS = [
     ("bnb_bugs:nibbles_low_first", "bnb_4bit", "dequantize",
      "bitsandbytes bytes read low nibble first (element 2i from bits 0-3: the q4_0 / gpt-oss order)",
@@ -76,4 +93,10 @@ MUTANTS = [
     ("bnb_bugs:quant_map_trusted", "bnb_4bit", "dequantize",
      "the stored quant_map used as the code table where bitsandbytes rebuilds it from quant_type",
      r"bnb_4bit/read/invalid/quant_map_mismatch"),
+    ("bnb_bugs:int8_scb_not_divided", "bnb_int8", "dequantize",
+     "LLM.int8 decoded as weight * SCB, the division by 127 (the int8 range) forgotten",
+     r"bnb_int8/read/int8_7x33_float16"),
+    ("bnb_bugs:int8_scb_per_column", "bnb_int8", "dequantize",
+     "LLM.int8 SCB applied per column (weight * SCB without the (-1, 1) view), which runs on a square weight only",
+     r"bnb_int8/read/int8_48x48_float16"),
 ]

@@ -97,8 +97,10 @@ from legacy_bugs import MUTANTS as _LEGACY  # noqa: E402
 from ternary_fp4_bugs import MUTANTS as _TQMX  # noqa: E402
 from awq_ctensors_bugs import MUTANTS as _AWQCT  # noqa: E402
 from bnb_bugs import MUTANTS as _BNB  # noqa: E402
+from fp8_bugs import MUTANTS as _FP8  # noqa: E402
+from fp4_bugs import MUTANTS as _FP4  # noqa: E402
 
-MUTANTS += _LEGACY + _KQKX + _KQX + _IQ4 + _IQGRID + _TQMX + _AWQCT + _BNB
+MUTANTS += _LEGACY + _KQKX + _KQX + _IQ4 + _IQGRID + _TQMX + _AWQCT + _BNB + _FP8 + _FP4
 
 # The misreading the runner must name for a mutant (spec/kernels.md KC-5.1 to KC-5.5), or None where no
 # known misreading explains its answers; test_diagnoses.py checks each on the cases of the pattern given.
@@ -117,4 +119,12 @@ DIAGNOSED = {
     "legacy_bugs:q4_0_nibbles_as_consecutive_pairs": (None, r"q4_0/read/random_bits_[01]"),
     "awq_ctensors_bugs:awq_order_sequential": (None, r"awq_gemm/read/.*"),
     "bnb_bugs:nibbles_low_first": ("field order reversed within each byte or word", r"bnb_4bit/read/(nf4|fp4)_b(64|128)(_dq)?"),
+    "fp8_bugs:scale_dropped": ("scale dropped", r"fp8_block/read/random_.*"),
+    "fp8_bugs:fn_read_as_fnuz": ("FN read as FNUZ", r"fp8_tensor/read/(every_code|random)_.*"),
+    "fp8_bugs:block_from_grid": ("block size from the grid", r"fp8_block/read/random_(130x200|3x100)_.*"),
+    "fp8_bugs:scale_inverted": ("scale inverted", r"fp8_channel/read/random_.*"),
+    "fp4_bugs:global_scale_not_inverted": ("global scale multiplied", r"nvfp4_packed/read/n\d+_k\d+"),
+    "fp4_bugs:nibbles_split_order": ("split nibble order", r"mxfp4_packed/read/n\d+_k\d+(_e\d)?"),
+    "fp4_bugs:gguf_table_full_scale": ("GGUF doubled table, full scale", r"mxfp4_packed/read/n\d+_k\d+(_e\d)?"),
+    "fp4_bugs:e8m0_ff_as_inf": ("E8M0 0xFF read as 2^128 (inf)", r"mxfp4_packed/read/invalid/e8m0_nan"),
 }

@@ -29,7 +29,7 @@ from ...cases import Case
 from ...errors import fail
 from . import codec
 
-__all__ = ["cases", "reference", "readings", "misreadings", "dequantize_checked", "FORMATS", "STORED_MAPS"]
+__all__ = ["cases", "reference", "readings", "misreadings", "checked", "dequantize_checked", "FORMATS", "STORED_MAPS"]
 
 FORMATS = ("bnb_4bit",)
 DTYPES = ("bfloat16", "float16", "float32")
@@ -226,10 +226,10 @@ def _checked_scales(absmax: Any, nb: int, nested_absmax: Any, nested_quant_map: 
     return codec.scales(a, nested_absmax, nested_map, float(offset[0]))
 
 
-def dequantize_checked(*, packed, absmax, quant_map, quant_type, blocksize, shape, dtype, nested_absmax=None,
-                       nested_quant_map=None, nested_offset=None) -> np.ndarray:
-    """The KC-1.10 call, validated: every MUST-reject rule of BNB-1 to BNB-5 that the call's inputs carry
-    raises its QFormatsError; then BNB-3.2 with the table of ``quant_type`` (BNB-2.4)."""
+def checked(*, packed, absmax, quant_map, quant_type, blocksize, shape, dtype, nested_absmax=None,
+            nested_quant_map=None, nested_offset=None) -> tuple[int, int, np.ndarray]:
+    """Every MUST-reject rule of BNB-1 to BNB-5 that the KC-1.10 call's inputs carry raises its QFormatsError;
+    ``(N, K, the float32 block scales)`` otherwise. The reference kernels' ``prepare`` runs exactly these."""
     n_out, k = _checked_params(quant_type, blocksize, shape, dtype)
     n = n_out * k
     _check_array(packed, "packed", "uint8", (-(-n // 2), 1), "bnb.shape")
@@ -237,7 +237,12 @@ def dequantize_checked(*, packed, absmax, quant_map, quant_type, blocksize, shap
     if q_map.shape != (16,) or not np.array_equal(q_map.astype(np.float32), codec.TABLES[quant_type]):
         raise fail("bnb.quant_map.mismatch", "quant_map", f"the {quant_type} table (BNB-2.4)",
                    np.array2string(q_map.reshape(-1)[:4], precision=4) + " ...")
-    scales = _checked_scales(absmax, -(-n // blocksize), nested_absmax, nested_quant_map, nested_offset)
+    return n_out, k, _checked_scales(absmax, -(-n // blocksize), nested_absmax, nested_quant_map, nested_offset)
+
+
+def dequantize_checked(*, packed, quant_type, blocksize, dtype, **call: Any) -> np.ndarray:
+    """The KC-1.10 call, validated (:func:`checked`); then BNB-3.2 with the table of ``quant_type`` (BNB-2.4)."""
+    n_out, k, scales = checked(packed=packed, quant_type=quant_type, blocksize=blocksize, dtype=dtype, **call)
     return codec.dequantize_4bit(np.asarray(packed), scales, quant_type=quant_type, blocksize=blocksize,
                                  shape=(n_out, k), dtype=dtype)
 

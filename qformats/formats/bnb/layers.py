@@ -210,10 +210,11 @@ def _int8(ckpt: Any, group: LayerGroup) -> dict[str, Any]:
         got = "missing" if info is None else f"{list(info.shape)} {info.dtype}"
         raise _bad("bnb.int8.invalid", weight, f"'{weight}' is {got}; an LLM.int8 weight is (out, in) int8 (BNB-6.1)")
     scb = _tensor(ckpt, group, "SCB", "F32", (info.shape[0],), "bnb.int8.invalid")
-    bad = np.flatnonzero(~np.isfinite(scb))
+    with np.errstate(invalid="ignore"):
+        bad = np.flatnonzero(~(np.isfinite(scb) & (scb >= 0)))
     if bad.size:
         raise _bad("bnb.int8.invalid", f"{group.name}.SCB", f"'{group.name}.SCB' holds {scb[bad[0]]} at [{bad[0]}]; "
-                   "row scales must be finite (BNB-6.1)")
+                   "row scales must be finite and not negative (BNB-6.1)")
     if "weight_format" in group.tensors:
         fmt = np.asarray(ckpt.tensor(group.tensors["weight_format"])).reshape(-1)
         value = int(fmt[0]) if fmt.size == 1 else fmt.tolist()
