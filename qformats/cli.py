@@ -377,11 +377,17 @@ def main(argv: list[str] | None = None) -> int:
         _quiet_stdout()
         return 0
     except QFormatsError as err:  # only could-not-run problems reach here; findings are in the report
-        print(f"qformats: {err}", file=sys.stderr)
+        print(f"qformats: {_one_line(str(err))}", file=sys.stderr)
         return 2
     except Exception as exc:  # noqa: BLE001 -- the contract is exit 2, one line, no traceback
-        print(f"qformats: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        print(f"qformats: internal error: {type(exc).__name__}: {_one_line(str(exc))}", file=sys.stderr)
         return 2
+
+
+def _one_line(text: str) -> str:
+    """The could-not-run message on one line: a name from a hostile file (a GGUF key, a tensor name, a path)
+    may hold a newline or other control character, shown escaped."""
+    return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)
 
 
 if __name__ == "__main__":

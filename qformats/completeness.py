@@ -56,8 +56,25 @@ def _ranges(indices: list[int]) -> str:
             runs[-1][1] = i
         else:
             runs.append([i, i])
+    return _runs_text(runs)
+
+
+def _runs_text(runs: list) -> str:
     text = [f"{a}" if a == b else f"{a}-{b}" for a, b in runs[:SHOWN]]
     return ", ".join(text) + (", ..." if len(runs) > SHOWN else "")
+
+
+def _gaps(present: set[int], top: int) -> list[tuple[int, int]]:
+    """The runs of 0 .. top-1 that ``present`` lacks, from the gaps between its members: never the indices
+    one by one, since a hostile config or tensor name may say 2^63 layers."""
+    runs, nxt = [], 0
+    for i in sorted(i for i in present if i < top):
+        if i > nxt:
+            runs.append((nxt, i - 1))
+        nxt = i + 1
+    if nxt < top:
+        runs.append((nxt, top - 1))
+    return runs
 
 
 def _layer_count_findings(stack: str, layers: dict[int, set[str]], expected: int | None, source: str,
@@ -66,14 +83,15 @@ def _layer_count_findings(stack: str, layers: dict[int, set[str]], expected: int
     present = set(layers)
     top = expected if expected is not None else max(present) + 1
     findings: list[Finding] = []
-    missing = sorted(set(range(top)) - present)
+    gaps = _gaps(present, top)
+    missing = sum(b - a + 1 for a, b in gaps)
     if missing:
         said = f"{source} says {expected}" if expected is not None else f"layer {max(present)} is present"
         findings.append(finding(
             "ckpt.layer.missing", "error",
-            f"{plural(len(missing), 'layer')} of '{stack}' {'has' if len(missing) == 1 else 'have'} no tensor at "
-            f"all: {_ranges(missing)} ({said}; {len(present)} present)", tensor=f"{stack}.{missing[0]}",
-            count=len(missing)))
+            f"{plural(missing, 'layer')} of '{stack}' {'has' if missing == 1 else 'have'} no tensor at "
+            f"all: {_runs_text(gaps)} ({said}; {len(present)} present)", tensor=f"{stack}.{gaps[0][0]}",
+            count=missing))
     if expected is not None:
         beyond = sorted(i for i in present if i >= expected + extra_allowed)
         if beyond:

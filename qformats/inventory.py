@@ -238,7 +238,8 @@ def _projection_shape(text: dict[str, Any], attn: str | None, mlp: str | None) -
 def module_shape_findings(rows: list[dict[str, Any]], config: Any) -> list[Finding]:
     """CKPT-5.3 for quantized modules of llama-shaped architectures: in and out features against the config."""
     text = _text_config(config)
-    if text.get("model_type") not in LLAMA_SHAPED and (config or {}).get("model_type") not in LLAMA_SHAPED:
+    types = (text.get("model_type"), config.get("model_type") if isinstance(config, dict) else None)
+    if not any(isinstance(t, str) and t in LLAMA_SHAPED for t in types):      # a hostile value may be unhashable
         return []
     findings: list[Finding] = []
     for row in rows:

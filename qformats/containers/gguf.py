@@ -396,7 +396,8 @@ GENERAL_TYPES = {"general.architecture": "STRING", "general.quantization_version
 def _check_key(cur: _Cursor, key: str) -> None:
     """GGUF-2.10: ASCII, dot-separated lower_snake_case segments, at most 65535 bytes."""
     if len(key.encode("utf-8")) > MAX_KEY_BYTES or not key.isascii() or not _KEY_FORM.fullmatch(key):
-        shown = key if len(key) <= 80 else key[:77] + "..."
+        shown = ascii(key)[1:-1]                # a newline or control byte would break the one-line message
+        shown = shown if len(shown) <= 80 else shown[:77] + "..."
         raise fail("gguf.key.form", shown, "an ASCII key of dot-separated lower_snake_case segments of at most "
                    f"{MAX_KEY_BYTES} bytes, as the GGUF specification requires (ggml would load this file)",
                    repr(shown), file=cur.file)

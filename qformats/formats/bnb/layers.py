@@ -103,6 +103,9 @@ def _state_fields(state: dict[str, Any], tensor: str, named: str) -> tuple[str, 
 def _packed(ckpt: Any, group: LayerGroup, n: int, shape: tuple[int, int], findings: list[Finding]) -> None:
     """BNB-1.3/1.4: ceil(n/2) bytes as a (bytes / itemsize, 1) tensor; another dtype than uint8 is a warning."""
     tensor = f"{group.name}.weight"
+    if "weight" not in group.tensors:
+        raise _bad("bnb.shape", tensor, f"'{tensor}' is missing: the quant_state's shape {list(shape)} needs "
+                   f"{-(-n // 2)} packed bytes (BNB-1.1, BNB-1.3)")
     info = ckpt.tensor_info(tensor)
     size = STORAGE.get(info.dtype)
     need = -(-n // 2)
@@ -234,7 +237,7 @@ def _config(ckpt: Any) -> tuple[dict[str, Any], list[Finding]]:
         return {}, []
     findings = []
     qt = config.get("bnb_4bit_quant_type", "fp4")
-    if qt not in codec.TABLES:
+    if not isinstance(qt, str) or qt not in codec.TABLES:
         findings.append(finding("bnb.config.invalid", "error", f"bnb_4bit_quant_type {qt!r} must be 'nf4' or 'fp4' "
                                 "(BNB-7.1)", tensor="bnb_4bit_quant_type"))
     skip = config.get("llm_int8_skip_modules")

@@ -87,7 +87,7 @@ def _fits(t: dict[str, np.ndarray], bits: int) -> set[str]:
         fits = set(codec.fitting_layouts(k, bits, np.shape(t["weight_packed"])[-1]))
         if "weight_zero_point" in t:
             fits &= set(codec.fitting_layouts(n, bits, np.shape(t["weight_zero_point"])[0]))
-    except (KeyError, ValueError, TypeError, IndexError):
+    except (KeyError, ValueError, TypeError, IndexError, OverflowError):     # a float weight_shape may hold inf
         return set()
     return fits
 
