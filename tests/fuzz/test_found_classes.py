@@ -4,6 +4,7 @@ internal error, a contract break or unbounded memory)."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import shutil
 from pathlib import Path
@@ -97,3 +98,16 @@ def test_a_gguf_key_with_a_newline_is_refused_on_one_line(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "'general.architect\\nre' must be an ASCII key" in err
     assert err.rstrip().endswith("[gguf.key.form, GGUF-2.10]")
+
+
+def test_decoding_an_fp8_module_without_its_weight_cannot_run(tmp_path, capsys):
+    """FP8-6.1 (fp8.codec.dequantize): decode of a module holding a scale but no weight says so, not KeyError."""
+    ckpt = Path(shutil.copytree(SAMPLES.parent / "third_party" / "fp8" / "checkpoints" / "ct_fp8_tensor",
+                                tmp_path / "ct_fp8_tensor"))
+    spec = importlib.util.spec_from_file_location("st_edit", Path(__file__).resolve().parents[1] / "fp8" / "st_edit.py")
+    st_edit = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(st_edit)              # the FP8 room's raw-bytes safetensors editor (F8, BF16)
+    st_edit.edit(ckpt, lambda t: t.pop(f"{Q}.weight") and None)
+    assert main(["decode", str(ckpt), "--tensor", Q, "-o", str(tmp_path / "out.safetensors")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "[fp8.weight.missing, FP8-6.1]" in err

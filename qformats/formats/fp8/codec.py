@@ -98,6 +98,8 @@ def dequantize(layer: Mapping[str, Any], *, strategy: str, block: tuple[int, int
     """float32 (out, in): ``e4m3(weight) * scale`` (FP8-5.1). ``weight`` is the raw E4M3FN bytes (uint8
     (n, k)); the scale is float (bfloat16 widened first). Shapes are checked (FP8-1.2), values are not:
     a NaN byte or a NaN scale gives NaN, as every real reader does (FP8-6)."""
+    if "weight" not in layer:
+        raise fail("fp8.weight.missing", "weight", f"present beside {scale_name}", "absent")
     codes = np.asarray(layer["weight"])
     if codes.ndim != 2 or codes.dtype != np.uint8:
         raise fail("tensor.shape", "weight", "uint8 E4M3FN bytes (out, in)", f"{codes.dtype} {codes.shape}",
