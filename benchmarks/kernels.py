@@ -33,7 +33,7 @@ import os
 import statistics
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, wait
 from pathlib import Path
 
 import numpy as np
@@ -242,10 +242,88 @@ def run_shape(futures: dict, out_f: int, in_f: int, bandwidth: float, do_check: 
                "gemv_vs_f_linear": t_lin1 / t["gemv"], "batch16_vs_f_linear": t_lin16 / t["batch16"]}
         rows.append(row)
         print(_line(row), flush=True)
+        planes = getattr(p, "planes", None)
+        if planes is not None:                   # KC-7.4: the shared int4 planes and the plans prepare chose
+            row["plans"] = {"gemv": repr(planes.gemv), "batch16": repr(planes.batch)}
         if s.name == "gptq 4-bit":
             g = {n: v.cpu().numpy() for n, v in s.layer.items()}
             rows.append(peer(g, ref, x1, x16, t_lin1, t_lin16))
+            rows.append(tinygemm_peer(s.layer, ref, x1, x16, t_lin1, t_lin16))
+            if SWEEP and (out_f, in_f) == SWEEP_SHAPE:
+                rows.append(sweep(planes, out_f, in_f))
     return rows
+
+
+# -- the int4 plans, all timed (--sweep) -------------------------------------------------------------------
+
+SWEEP = False
+SWEEP_SHAPE = (0, 0)                   # the run's last shape: one sweep per run keeps it short
+WIDE_GEMV = tuple((bn, 128, ps, w, st) for bn in (16, 32, 64) for ps in (2, 4, 8) for w, st in ((2, 3), (4, 3), (4, 4))) \
+    + ((128, 128, 2, 8, 3), (128, 128, 4, 8, 3), (32, 64, 4, 4, 3), (64, 64, 4, 4, 3)) \
+    + tuple((bn, bk, ps, w, 3, True) for bn in (32, 64, 128) for bk in (64, 128) for ps in (4, 8) for w in (4, 8))
+WIDE_BATCH = tuple((bn, bk, ps, 4, 3) for bn in (32, 64, 128) for bk in (64, 128) for ps in (1, 2, 4, 8)) \
+    + ((128, 64, 2, 8, 3), (128, 64, 4, 8, 3))
+
+
+def sweep(planes, out_f: int, in_f: int) -> dict:
+    """Every candidate plan of the shared int4 kernels timed at this shape (the prepared choice restored)."""
+    from reference_kernels import _int4
+
+    chosen = (planes.gemv, planes.batch)
+    print(f"{'':14}sweep of the int4 plans at {out_f}x{in_f}:", flush=True)
+    timed = {"gemv": _int4.tune(planes, 1, WIDE_GEMV, verbose=True),
+             "batch16": _int4.tune(planes, 16, WIDE_BATCH, verbose=True)}
+    planes.gemv, planes.batch = chosen
+    return {"shape": [out_f, in_f], "format": "sweep int4 plans",
+            "timed": {k: [[t, repr(plan)] for t, plan in v] for k, v in timed.items()}}
+
+
+# -- a second peer: torch's tinygemm int4 kernel (what torchao's int4 weight-only runs on CUDA) -------------
+
+def tinygemm_peer(layer: dict, ref, x1, x16, t_lin1: float, t_lin16: float) -> dict:
+    """torch.ops.aten._weight_int4pack_mm on the same symmetric 4-bit group-128 layer: tinygemm reads
+    ``(q - 8) * scale + zero`` with bfloat16 scales and x, so its check is the relative error against the
+    float64 reference (bfloat16 operands: 1e-3 to 1e-2 expected), not QF-4.6."""
+    row = {"shape": [int(layer["scales"].shape[1]), int(layer["g_idx"].shape[0])], "format": "peer tinygemm"}
+    try:
+        row |= _tinygemm_row(layer, ref, x1, x16, t_lin1, t_lin16)
+        line = (f"peer torch tinygemm check {row['check']:8s} GEMV {row['gemv_vs_f_linear']:5.2f}x F.linear | "
+                f"batch 16 {row['batch16_vs_f_linear']:5.2f}x F.linear (relative error {row['relative_error']:.2g})")
+    except Exception as exc:  # noqa: BLE001 - a missing or failing peer is reported, never fatal
+        row["unavailable"] = f"{type(exc).__name__}: {str(exc)[:160]}"
+        line = f"peer torch tinygemm: not available here ({row['unavailable']})"
+    print(f"{'':14}{line}", flush=True)
+    return row
+
+
+def _tinygemm_row(layer: dict, ref, x1, x16, t_lin1: float, t_lin16: float) -> dict:
+    import torch
+
+    from reference_kernels import _int4
+    from reference_kernels.gptq import _zero_fields
+
+    codes = _int4.unpack_along_k(layer["qweight"], 4).t().contiguous().to(torch.int32)   # (N, K) in [0, 15]
+    # The H200 run of 2026-11-28 refused a transposed (non-contiguous) uint8 operand: "in.is_contiguous()".
+    pairs = (codes[:, ::2] << 4 | codes[:, 1::2]).to(torch.uint8).contiguous()
+    packed = torch.ops.aten._convert_weight_to_int4pack(pairs, 8)
+    s = layer["scales"].float()                                                    # (G, N)
+    z = _zero_fields(layer["qzeros"], 4, s.shape[1]).float()
+    sz = torch.stack([s, s * (8 - z)], dim=-1).to(torch.bfloat16).contiguous()       # w = (q - 8) s + s (8 - z)
+    group = layer["g_idx"].shape[0] // s.shape[0]
+
+    def run(x):
+        return torch.ops.aten._weight_int4pack_mm(x.to(torch.bfloat16), packed, group, sz)
+
+    errors = []
+    if ref is not None:
+        for x in (x1, x16):
+            want = x.double().cpu().numpy() @ ref.astype(np.float64).T
+            got = run(x).double().cpu().numpy()
+            errors.append(float(np.linalg.norm(got - want) / np.linalg.norm(want)))
+    status = "skipped" if ref is None else "/".join("ok" if e < 1e-2 else "FAIL" for e in errors)
+    t1, t16 = _bench(lambda: run(x1)), _bench(lambda: run(x16))
+    return {"module": "aten._weight_int4pack_mm", "check": status, "relative_error": max(errors, default=0.0),
+            "gemv_s": t1, "batch16_s": t16, "gemv_vs_f_linear": t_lin1 / t1, "batch16_vs_f_linear": t_lin16 / t16}
 
 
 def _line(r: dict) -> str:
@@ -321,10 +399,13 @@ def main() -> int:
                     help=f"OUTxIN,... (default {GPU_SHAPES}; {SMOKE_SHAPES} with --cpu-smoke)")
     ap.add_argument("--out", type=Path, default=None, help="write kernels.json and kernels.txt into this folder")
     ap.add_argument("--no-check", action="store_true")
+    ap.add_argument("--sweep", action="store_true", help="also time every candidate plan of the shared int4 "
+                    "kernels (KC-7.4) at each shape")
     ap.add_argument("--cpu-smoke", action="store_true", help="run the whole script on the CPU in Triton's "
                     "interpreter (tiny shapes: proves the script, measures nothing)")
     args = ap.parse_args()
-    global DEVICE
+    global DEVICE, SWEEP
+    SWEEP = args.sweep
     if args.cpu_smoke:
         import reference_kernels  # noqa: F401 - selects the interpreter before triton is imported
 
@@ -351,6 +432,13 @@ def main() -> int:
     workers = 1 if args.cpu_smoke else min(len(FORMATS), os.cpu_count() or 1)
     with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
         futures = layer_futures(pool, shapes)
+        # Every layer built before anything is timed: on the first GPU run (2026-11-28) the first format of
+        # each shape was timed while the pool still quantized the others on every core, and its Python launch
+        # overhead, not the GPU, set its figure (GPTQ's GEMV 67.9 us on the same planes and plan that took
+        # 24.5 us in the sweep a minute later).
+        wait(list(futures.values()))
+        global SWEEP_SHAPE
+        SWEEP_SHAPE = shapes[-1]
         for out_f, in_f in shapes:
             rows += run_shape(futures, out_f, in_f, bandwidth, not args.no_check)
     if args.out is not None:

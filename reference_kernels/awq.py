@@ -41,6 +41,7 @@ import triton.language as tl
 
 from qformats.formats.awq.codec import checked_tensors
 
+from . import _int4
 from ._arrays import Inputs, checked_group_size, host_copy
 from ._prepared import Prepared as _Base
 from ._prepared import checked_x
@@ -83,7 +84,19 @@ class Prepared(_Base):
         self.block_k = self.block_k or 32
         self.fp16_safe = max_scale * MAXQ <= 65504.0            # |W| <= max|s| * 15 fits float16
         self.device = self.scales.device
+        self.planes = _int4.make_planes(_int4.pack_along_k(_columns(self.qweight), 4), _columns(self.qzeros),
+                                        self.scales, None, bits=4, k=k, n=n, group_rows=self.group_rows,
+                                        fp16_safe=self.fp16_safe) \
+            if _int4.eligible(4, k, n, self.group_rows) else None
         self._freeze("qweight", "qzeros", "scales")
+
+
+def _columns(words: torch.Tensor) -> torch.Tensor:
+    """AWQ-2.3: ``(R, N / 8)`` words packed along the output axis to their ``(R, N)`` 4-bit fields, column
+    ``8t + c`` from word ``t`` at shift ``4 REVERSE[c]`` (KC-7.4: the shared planes are made from these)."""
+    w = words.to(torch.int64) & 0xFFFFFFFF
+    shifts = torch.tensor([4 * ((c >> 1) + 4 * (c & 1)) for c in range(8)], device=words.device)
+    return ((w[:, :, None] >> shifts) & 15).reshape(words.shape[0], -1)
 
 
 def _prepare(qweight: Any, qzeros: Any, scales: Any, group_size: Any, **extra: Any) -> tuple[Prepared, Inputs]:
@@ -101,6 +114,8 @@ def dequantize_prepared(p: Prepared) -> torch.Tensor:
     """W (out, in) = (N, K), float32, exactly the reference values; no host work (KC-7.2)."""
     p.check_unchanged()
     out = torch.empty((p.n, p.k), dtype=torch.float32, device=p.device)
+    if p.planes is not None:
+        return _int4.dequantize(p.planes, out)
     if out.numel():
         grid = (triton.cdiv(p.n, BLOCK_N), triton.cdiv(p.k, p.block_k))
         _dequantize_kernel[grid](p.qweight, p.qzeros, p.scales, out, p.k, p.n, p.group_rows,
@@ -112,6 +127,9 @@ def matmul_prepared(p: Prepared, xt: torch.Tensor) -> torch.Tensor:
     """y = x @ W.T, float16 (batch, out), for contiguous float16 ``xt`` (batch, in); no host work (KC-7.2)."""
     p.check_unchanged()
     m = checked_x(xt, p.k, p.device).shape[0]
+    if p.planes is not None:
+        y = torch.empty((m, p.n), dtype=torch.float16, device=p.device)
+        return _int4.matmul(p.planes, xt, y) if m else y
     y = torch.zeros((m, p.n), dtype=torch.float16, device=p.device)
     if not m or not p.n or not p.k:                 # nothing to launch: an empty batch, or K = 0 (y = 0)
         return y

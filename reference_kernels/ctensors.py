@@ -43,6 +43,7 @@ import triton.language as tl
 
 from qformats.formats.ctensors.codec import checked_tensors
 
+from . import _int4
 from ._arrays import Inputs, checked_group_size, host_copy
 from ._prepared import Prepared as _Base
 from ._prepared import checked_x
@@ -87,7 +88,22 @@ class Prepared(_Base):
         max_scale = float(np.abs(host["weight_scale"].astype(np.float32)).max())
         self.fp16_safe = max_scale * ((1 << bits) - 1) <= 65504.0
         self.words, self.device = self.packed.shape[1], self.packed.device
+        self.planes = self._planes() if _int4.eligible(bits, self.k, self.n, self.group_rows) else None
         self._freeze("packed", "scale", *(("zero",) if self.zero is not None else ()))
+
+
+    def _planes(self) -> _int4.Planes:
+        """KC-7.4: row n's stream along k is column n of the codes plane (a transpose, the words unchanged);
+        W = s (field - zero field), the zero field being the offset 2^(b-1) when the layer has none (CT-3.1)."""
+        codes = self.packed[:, : self.k * self.bits // 32].t()
+        if self.zero is not None:
+            bit = torch.arange(self.n, device=self.device) * self.bits
+            words = self.zero.to(torch.int64) & 0xFFFFFFFF
+            zeros = ((words[bit // 32] >> (bit % 32)[:, None]) & ((1 << self.bits) - 1)).t()
+        else:
+            zeros = torch.full((self.groups, self.n), 1 << (self.bits - 1), device=self.device)
+        return _int4.make_planes(codes, zeros, self.scale.t(), None, bits=self.bits, k=self.k, n=self.n,
+                                 group_rows=self.group_rows, fp16_safe=self.fp16_safe)
 
 
 def _prepare(weight_packed: Any, weight_scale: Any, weight_shape: Any, weight_zero_point: Any, num_bits: Any,
@@ -114,6 +130,8 @@ def dequantize_prepared(p: Prepared) -> torch.Tensor:
     """W (out, in) = (N, K), float32, exactly the reference values; no host work (KC-7.2)."""
     p.check_unchanged()
     out = torch.empty((p.n, p.k), dtype=torch.float32, device=p.device)
+    if p.planes is not None:
+        return _int4.dequantize(p.planes, out)
     ptrs, flags = _launch_args(p)
     grid = (triton.cdiv(p.n, BLOCK_N), triton.cdiv(p.k, p.block_k))
     _dequantize_kernel[grid](*ptrs, out, p.k, p.n, p.words, p.groups, p.group_rows, BN=BLOCK_N,
@@ -128,6 +146,8 @@ def matmul_prepared(p: Prepared, xt: torch.Tensor) -> torch.Tensor:
     y = torch.empty((m, p.n), dtype=torch.float16, device=p.device)
     if not m:
         return y
+    if p.planes is not None:
+        return _int4.matmul(p.planes, xt, y)
     ptrs, flags = _launch_args(p)
     args = (*ptrs, y, m, p.k, p.n, p.words, p.groups, p.group_rows)
     if m == 1:                                   # GEMV: one row of x, products summed along k

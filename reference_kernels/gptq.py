@@ -35,6 +35,7 @@ import triton.language as tl
 
 from qformats.errors import fail
 
+from . import _int4
 from ._arrays import Inputs
 from ._prepared import Prepared as _Base
 from ._prepared import checked_x
@@ -85,7 +86,19 @@ class Prepared(_Base):
         # that is at most 65504; otherwise rounding W to float16 would overflow to inf (and inf - inf).
         self.fp16_safe = float(self.scales.abs().max()) * ((1 << bits) - 1) <= 65504.0 if self.scales.numel() else True
         self.device, self.zero_words = self.scales.device, self.qzeros.shape[1]
+        self.planes = self._planes(version) if self.scalar_group and \
+            _int4.eligible(bits, self.k, self.n, self.group_rows) else None
         self._freeze("qweight", "qzeros", "scales", "row_group", "perm")
+
+    def _planes(self, version: str) -> _int4.Planes:
+        """KC-7.4: the shared int4 layout; qweight is its codes plane unless act-order sorted the rows."""
+        codes = self.qweight
+        if self.has_perm:
+            rows = _int4.unpack_along_k(self.qweight, self.bits)[self.perm.long()]
+            codes = _int4.pack_along_k(rows, self.bits)
+        zeros = _zero_fields(self.qzeros, self.bits, self.n) + (1 if version == "v1" else 0)
+        return _int4.make_planes(codes, zeros, self.scales, self.perm if self.has_perm else None, bits=self.bits,
+                                 k=self.k, n=self.n, group_rows=self.group_rows, fp16_safe=self.fp16_safe)
 
 
 def _check(t: dict[str, torch.Tensor], bits: int, group_size: int) -> None:
@@ -185,6 +198,8 @@ def dequantize_prepared(p: Prepared) -> torch.Tensor:
     """W (out, in) float16 of a prepared layer (what an engine calls after loading); no host work (KC-7.2)."""
     p.check_unchanged()
     out = torch.empty((p.n, p.k), dtype=torch.float16, device=p.device)
+    if p.planes is not None:
+        return _int4.dequantize(p.planes, out)
     grid = (triton.cdiv(p.n, BLOCK_N), triton.cdiv(p.k, p.block_k))
     _dequantize_kernel[grid](p.qweight, p.qzeros, p.scales, p.row_group, p.perm, out, p.k, p.n,
                              p.zero_words, p.group_rows, BITS=p.bits, V1=p.v1, SCALAR_GROUP=p.scalar_group,
@@ -198,6 +213,8 @@ def matmul_prepared(p: Prepared, xt: torch.Tensor) -> torch.Tensor:
     p.check_unchanged()
     m = checked_x(xt, p.k, p.device).shape[0]
     y = torch.empty((m, p.n), dtype=torch.float16, device=p.device)
+    if p.planes is not None:
+        return _int4.matmul(p.planes, xt, y) if m else y
     args = (p.qweight, p.qzeros, p.scales, p.row_group, p.perm, y, m, p.k, p.n, p.zero_words, p.group_rows)
     flags = dict(BITS=p.bits, V1=p.v1, SCALAR_GROUP=p.scalar_group, HAS_PERM=p.has_perm, BK=p.block_k)
     if m == 1:                                   # GEMV: one row of x, products summed along k
