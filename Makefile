@@ -23,7 +23,7 @@ $(BIN)/python:
 	$(BIN)/python -m pip install -q --upgrade pip
 
 $(STAMP): $(BIN)/python pyproject.toml
-	$(BIN)/python -m pip install -q -e '.[test,kernels]'
+	$(BIN)/python -m pip install -q -e '.[test,kernels,hub,cluster,audit]'
 	touch $(STAMP)
 
 # The demo needs qformats' own dependencies only (numpy, safetensors, pydantic, jsonschema: about 115 MB),
@@ -161,6 +161,18 @@ FUZZ_STATE   ?= .venv/fuzz-state
 FUZZ_WORKERS ?= $(JOBS)
 fuzz: $(STAMP)
 	$(BIN)/python tests/fuzz/inproc.py --cases $(N) --seed $(SEED) --workers $(FUZZ_WORKERS) --state $(FUZZ_STATE)
+
+# Mutation testing (issue 33): `make mutation MODULE=qformats/bits.py` runs mutmut, pinned and installed into .venv
+# on first use (not by `make test`), on that one module with its area's tests (tests/mutation/areas.json), niced,
+# one worker, in build/mutation/ (the working tree is untouched); prints module, mutants, killed, equivalent
+# (tests/mutation/equivalent/, with reasons), survivors and the score; exit 1 under 95 %.
+.PHONY: mutation
+MUTMUT_VERSION := 3.8.1
+mutation: $(STAMP)
+	@test -n "$(MODULE)" || { echo "make mutation MODULE=qformats/bits.py: name a module of tests/mutation/areas.json"; exit 2; }
+	@$(BIN)/python -c "import importlib.metadata as m, sys; sys.exit(m.version('mutmut') != '$(MUTMUT_VERSION)')" 2>/dev/null || \
+	  $(BIN)/python -m pip install -q mutmut==$(MUTMUT_VERSION)
+	nice -n 15 $(BIN)/python tests/mutation/run.py $(MODULE)
 
 bench: $(STAMP)
 	$(BIN)/python -m pip install -q -e '.[test,bench]'

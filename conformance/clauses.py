@@ -32,6 +32,7 @@ CHAPTER_OF_PREFIX = {
     "GGUF": "containers.md",
     "ST": "checkpoints.md",
     "CKPT": "checkpoints.md",
+    "INSPECT": "checkpoints.md",
     "GGML": "ggml.md",
     "LEG": "ggml_legacy.md",
     "KQ": "ggml_kquants.md",
@@ -45,6 +46,8 @@ CHAPTER_OF_PREFIX = {
     "FE": "float_elements.md",
     "FP4": "fp4.md",
     "BNB": "bnb.md",
+    "AUDIT": "audit.md",
+    "REMOTE": "remote.md",
 }
 CLAUSE_ID = rf"(?:{'|'.join(CHAPTER_OF_PREFIX)})-\d+(?:\.\d+)?"
 DEFINITION = re.compile(rf"^(?:#{{1,6}}\s+|\s*(?:[-*]\s+)?\*\*)({CLAUSE_ID})\b", re.MULTILINE)

@@ -20,6 +20,8 @@ from datetime import datetime, timezone
 from html import escape
 from typing import Any
 
+from qformats.pictures.style import BASE_CSS
+
 from .clauses import Clause
 from .matrix import NOT_IMPLEMENTED, Matrix, Row, case_tags, primary_clause, shown_status
 
@@ -339,16 +341,8 @@ def page(runs: list[dict[str, Any]], *, clauses: list[Clause] | None = None, gen
             f"<script>{JS}</script></body></html>\n")
 
 
-CSS = """
-:root{--ok:#d7f0dc;--bad:#f8d0d0;--na:#e4e8f0;--ni:#d9d9d9;--none:#f4f4f4;--line:#d0d4da;--ink:#1d232b;--dim:#5b6470;--hi:#fff3b0}
-*{box-sizing:border-box}body{margin:0;font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:var(--ink)}
-header{padding:14px 24px;background:#24303f;color:#fff}header h1{margin:0 0 4px;font-size:20px}
-header .meta{margin:0;color:#c9d3df}header nav{margin-top:6px}header a{color:#9fd0ff}header code{color:#fff}
-main{padding:8px 24px 40px}h2{margin:26px 0 6px;font-size:17px;border-bottom:1px solid var(--line)}
-.help{color:var(--dim);margin:4px 0 8px;max-width:70em}.warn{background:#fff1c2;color:#5a4300;padding:6px 10px}
-.controls{display:flex;gap:18px;align-items:center;margin:8px 0;flex-wrap:wrap}
-input[type=search]{width:22em;padding:4px 6px}.scroll{overflow:auto;max-height:70vh}
-table{border-collapse:collapse;margin:4px 0}th,td{border:1px solid var(--line);padding:3px 7px;text-align:left;vertical-align:top}
+# the frame every qformats page shares (qformats/pictures/style.py); then this page's own rules
+CSS = BASE_CSS + """
 thead th{position:sticky;top:0;background:#eef1f5;z-index:1}#grid th.subject{max-width:12em;font-weight:600;overflow-wrap:anywhere}
 #grid tbody th{white-space:nowrap;font-weight:500;background:#fafbfc}#grid tr.feature th{padding-left:2.2em;color:var(--dim)}
 td.cell{text-align:center;white-space:nowrap;min-width:6em}td.cell.ok{background:var(--ok)}td.cell.bad{background:var(--bad)}

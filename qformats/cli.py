@@ -65,7 +65,8 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     from .report import to_json, to_text
     from .validate import validate
 
-    report = validate(args.path, deep=args.deep, fmt=args.format, progress=_progress_bar(sys.stderr), jobs=args.jobs)
+    report = validate(args.path, deep=args.deep, fmt=args.format, progress=_progress_bar(sys.stderr), jobs=args.jobs,
+                      sample=args.sample)
     if args.strict:
         report = report.strictly()
     sys.stdout.write(to_json(report) + "\n" if args.json else to_text(report, verbose=args.verbose,
@@ -90,10 +91,11 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
 
     from .report import not_checked, plural, scope
 
-    report, table = rows(args.path, args.format, progress=_progress_bar(sys.stderr))
+    report, table = rows(args.path, args.format, progress=_progress_bar(sys.stderr), sample=args.sample)
     header = gguf_header(args.path)
+    pictures = _inspect_html(args, report, table, header) if args.html else {}
     if args.json:                    # the validate document plus the rows and the header (spec/schemas/report.json)
-        doc = {**report.model_dump(), "rows": table, "header": header}
+        doc = {**report.model_dump(), "rows": table, "header": header, **pictures}
         sys.stdout.write(json.dumps(doc, indent=2, default=str) + "\n")
         return report.exit_code()
     if header is not None:
@@ -110,6 +112,27 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
     print(f"{plural(len(table), 'row')}, {checked}; verdict {report.verdict} ({plural(s['errors'], 'error')}, "
           f"{plural(s['warnings'], 'warning')}: qformats validate for details)")
     return report.exit_code()
+
+
+def _inspect_html(args: argparse.Namespace, report: object, table: list, header: object) -> dict:
+    """``inspect --html FILE``: the page drawn from the inspect document and its pictures (INSPECT-1); returns
+    ``{"pictures": ...}`` for ``--json`` to carry too."""
+    from pathlib import Path
+
+    from .pictures.data import collect
+    from .pictures.page import inspect_page
+
+    pictures = collect(args.path, table).model_dump()
+    doc = {**report.model_dump(), "rows": table, "header": header, "pictures": pictures}
+    page = inspect_page(json.loads(json.dumps(doc, default=str)))
+    try:
+        Path(args.html).write_text(page, encoding="utf-8")
+    except OSError as err:                # a folder that does not exist, no permission: could not run (exit 2)
+        from .errors import fail
+
+        raise fail("argument.invalid", "--html", "a file path that can be written", err.strerror or str(err),
+                   file=args.html) from None
+    return {"pictures": pictures}
 
 
 def _cmd_decode(args: argparse.Namespace) -> int:
@@ -265,6 +288,88 @@ def _conformance_parser(sub) -> None:
     ck.set_defaults(run=_cmd_conformance_checkpoint)
 
 
+def _scheduler(text: str) -> str:
+    """--scheduler's value (spec/audit.md AUDIT-1.1); another is a usage error."""
+    from .executor import check_scheduler
+
+    try:
+        return check_scheduler(text)
+    except QFormatsError as err:
+        raise argparse.ArgumentTypeError(err.message) from None
+
+
+def _scheduler_help() -> str:
+    from .executor import SCHEDULER_HELP
+
+    return SCHEDULER_HELP
+
+
+def _cmd_audit(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    if args.paths[:1] == ["summarize"]:
+        return _audit_summarize(args)
+    from .audit import audit
+    from .audit.progress import for_stream
+    from .audit.units import read_list
+    from .errors import fail
+    from .findings import plural
+
+    units = list(args.paths) + (read_list(args.list) if args.list else [])
+    if not units or not args.out:
+        raise fail("argument.invalid", "audit", "units (PATH... or --list FILE) and --out DIR", f"{len(units)} "
+                   f"units, --out {args.out}")
+    done = audit(units, args.out, resume=args.resume, scheduler=args.scheduler, jobs=args.jobs or 1, deep=args.deep,
+                 fmt=args.format, sample=args.sample, reporter=for_stream(sys.stderr))
+    v = done["by_verdict"]
+    print(f"{plural(done['units'], 'unit')} ({done['run']} run now, {done['skipped']} already in the table): "
+          f"{v['valid']} valid, {v['invalid']} invalid, {v['could-not-run']} could not run: {Path(done['out'])}")
+    return 0 if v["invalid"] == v["could-not-run"] == 0 else 1
+
+
+def _audit_summarize(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from .audit import page, summarize
+    from .audit.summary import to_text
+    from .errors import fail
+
+    if len(args.paths) != 2:
+        raise fail("argument.invalid", "summarize", "one directory: qformats audit summarize DIR",
+                   " ".join(args.paths[1:]) or "none")
+    doc = summarize(args.paths[1])
+    html = Path(args.html or Path(args.paths[1]) / "summary.html")
+    html.write_text(page(doc), encoding="utf-8")
+    sys.stdout.write(json.dumps(doc, indent=1) + "\n" if args.json else to_text(doc) + f"page: {html}\n")
+    return 0
+
+
+def _audit_parser(sub) -> None:
+    aud = sub.add_parser("audit", help="validate many checkpoints into a resumable Parquet table; "
+                         "`audit summarize DIR` counts it", description="Validate each unit (a checkpoint file or "
+                         "directory) and write its result as one Parquet part file under --out (spec/audit.md). "
+                         "--resume skips the units already written. Exit 0 every unit named is valid in the table, 1 "
+                         "one is invalid or could not run, 2 the audit could not run. `qformats audit summarize DIR` "
+                         "prints the counts (by verdict, format, finding code) and writes DIR/summary.html (or "
+                         "--html FILE). On a terminal a progress bar (units, bytes, ETA) on stderr; else one line per "
+                         "unit. Needs qformats[audit] (pyarrow, rich).")
+    aud.add_argument("paths", nargs="*", metavar="PATH", help="units to audit; or `summarize DIR`")
+    aud.add_argument("--list", metavar="FILE", help="also the units named in FILE, one per line (# comments)")
+    aud.add_argument("--out", metavar="DIR", help="the table's directory (made if absent)")
+    aud.add_argument("--resume", action="store_true", help="continue the audit in --out: units already written "
+                     "are not run again")
+    aud.add_argument("--deep", action="store_true", help="validate --deep each unit")
+    aud.add_argument("--format", default="auto", choices=FORMATS)
+    aud.add_argument("--sample", type=int, default=None, metavar="N", help="remote units: validate --sample N "
+                     "(spec/remote.md); part of each unit's key")
+    aud.add_argument("--jobs", type=int, default=None, help="units in parallel (processes, or Dask workers with "
+                     "--scheduler local; default 1)")
+    aud.add_argument("--scheduler", type=_scheduler, default=None, help=_scheduler_help())
+    aud.add_argument("--html", metavar="FILE", help="summarize: the page's path (default DIR/summary.html)")
+    aud.add_argument("--json", action="store_true", help="summarize: print the summary document")
+    aud.set_defaults(run=_cmd_audit)
+
+
 def _gptq_readers() -> list[str]:
     from .formats.gptq.quirks import READERS
 
@@ -286,7 +391,9 @@ def build_parser() -> argparse.ArgumentParser:
                          "--strict), 1 invalid, 2 could not run. On a terminal a one-line progress bar "
                          f"({PROGRESS_BAR}) counts the layers on stderr; it is left out when stderr is not a "
                          "terminal (a pipe, a CI log), and results always go to stdout.")
-    val.add_argument("path", help=".safetensors file, checkpoint directory (sharded or not) or .gguf file")
+    val.add_argument("path", help=".safetensors file, checkpoint directory (sharded or not) or .gguf file; or "
+                     "hf://ORG/REPO[@REV][/FILE] (HF_ENDPOINT as huggingface_hub reads it; needs qformats[hub]) or "
+                     "an http(s):// URL of one file, read by ranged requests")
     val.add_argument("--json", action="store_true", help="print one JSON object: path, verdict, format, findings, "
                      "layers, summary (the same summary keys for every format); when it could not run (exit 2), "
                      "{path, verdict: could-not-run, error: {code, clause, message, tensor, file}} "
@@ -295,6 +402,10 @@ def build_parser() -> argparse.ArgumentParser:
     val.add_argument("--deep", action="store_true", help="decode every layer and check the weights are finite")
     val.add_argument("--format", default="auto", choices=FORMATS)
     val.add_argument("--jobs", type=int, default=None, help="validate in N processes (default: one per CPU with --deep, else 1)")
+    val.add_argument("--scheduler", type=_scheduler, default=None, help=_scheduler_help())
+    val.add_argument("--sample", type=int, default=None, metavar="N", help="check N quantized layers (GGUF: N "
+                     "tensors) spread over the model, the rest named as not checked; for hf:// and http(s):// paths "
+                     "the default is 0, headers only, and --deep --sample N fetches just those layers (spec/remote.md)")
     val.add_argument("-v", "--verbose", action="store_true", help="list info findings, fix lines and more examples")
     val.add_argument("--width", type=int, default=None, help="wrap long findings to N columns (default: the "
                      "terminal's when stdout is one; in pipes and logs each finding stays one line)")
@@ -309,6 +420,12 @@ def build_parser() -> argparse.ArgumentParser:
     ins.add_argument("--json", action="store_true", help="print validate --json's object plus rows (the table) and "
                      "header (a GGUF file's header summary, else null); the could-not-run object on exit 2")
     ins.add_argument("--width", type=int, default=None, help="columns to fit (default: the terminal's, or 100)")
+    ins.add_argument("--sample", type=int, default=None, metavar="N", help="rows for N layers (GGUF: tensors) spread "
+                     "over the model; for hf:// and http(s):// paths the default is 0 (headers only)")
+    ins.add_argument("--html", metavar="FILE", default=None, help="also write a self-contained page (no network): "
+                     "a layer x module heatmap, each tensor's map of non-finite values and outliers, scale and "
+                     "zero-point histograms; with --json, the document carries what it draws as pictures")
+    ins.add_argument("--scheduler", type=_scheduler, default=None, help=_scheduler_help())
     ins.set_defaults(run=_cmd_inspect)
     dec = sub.add_parser("decode", help="reference-decode layers into a safetensors file")
     dec.add_argument("path")
@@ -347,6 +464,7 @@ def build_parser() -> argparse.ArgumentParser:
                       help="compressed-tensors checkpoints: round scales float16 cannot hold (float32 by default) to "
                            "float16, reporting how many weights change and by at most how much (CT-4.6)")
     conv.set_defaults(run=_cmd_convert)
+    _audit_parser(sub)
     _conformance_parser(sub)
     fix = sub.add_parser("fixtures", help="check the fixture manifest, or pin the generated conformance cases")
     fix.add_argument("action", choices=("check", "generate"))
@@ -372,7 +490,10 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as exc:  # argparse exits 2 on bad usage, 0 on --help
         return int(exc.code or 0)
     try:
-        return args.run(args)
+        from .executor import scheduling
+
+        with scheduling(getattr(args, "scheduler", None)):   # --scheduler: where validate's parallel work runs
+            return args.run(args)
     except BrokenPipeError:       # `qformats schema | head -1`: the reader left; that is not our error
         _quiet_stdout()
         return 0

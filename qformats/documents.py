@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from .errors import QFormatsError
 from .findings import Finding
+from .pictures.data import Pictures
 
 __all__ = ["ValidateReport", "InspectReport", "CouldNotRun", "could_not_run", "SCHEMA_MODELS"]
 
@@ -48,6 +49,28 @@ class NotRead(BaseModel):
     reason: str
 
 
+class SampleInfo(BaseModel):
+    """``--sample N``: the layers (GGUF: tensors) checked; every other one is in ``not_checked``."""
+
+    model_config = _FORBID
+
+    asked: int = Field(ge=0, description="N")
+    checked: list[str] = Field(description="the layers (GGUF: tensors) sampled, in the model's order")
+
+
+class RemoteInfo(BaseModel):
+    """A remote checkpoint's reads (REMOTE-4.3): body bytes received and requests made."""
+
+    model_config = _FORBID
+
+    url: str = Field(description="hf://ORG/REPO@COMMIT, or the URL's folder")
+    revision: str | None = Field(description="the commit the listing was pinned to (hf://), else null")
+    files: int = Field(ge=0, description="files listed")
+    bytes_listed: int = Field(ge=0, description="their sizes, summed (what downloading them would take)")
+    bytes_fetched: int = Field(ge=0, description="body bytes received")
+    requests: int = Field(ge=0, description="HTTP requests made (HEAD and ranged GET, retries included)")
+
+
 class Summary(BaseModel):
     """The same keys for every format: counts of layers, findings and tensors, and what was not checked."""
 
@@ -66,6 +89,9 @@ class Summary(BaseModel):
     modules_not_checked: int = Field(ge=0, description="modules of layouts qformats does not decode (QF-5.2)")
     not_read: list[NotRead] = Field(default_factory=list, description="files and metadata not judged (CKPT-5.1)")
     strict: bool | None = Field(None, description="present, true, under --strict")
+    sample: SampleInfo | None = Field(None, description="present under --sample N (and for remote paths, whose "
+                                      "default is 0): what was checked (spec/remote.md REMOTE-4)")
+    remote: RemoteInfo | None = Field(None, description="present for hf:// and http(s):// paths: what was fetched")
 
 
 class Row(BaseModel):
@@ -108,6 +134,8 @@ class InspectReport(ValidateReport):
 
     rows: list[Row]
     header: GGUFHeaderSummary | None
+    pictures: Pictures | None = Field(None, description="with --html only: what the page draws (spec/checkpoints.md "
+                                      "INSPECT-2)")
 
 
 class ErrorInfo(BaseModel):

@@ -267,6 +267,29 @@ CODES: dict[str, tuple[str, str]] = {
     "ckpt.module.missing": ("CKPT-5.5", "a module other layers hold beside this layer's modules is missing"),
     "ckpt.block.absent": ("CKPT-5.5", "a whole sub-block other layers hold is absent from a layer (warning)"),
     "ckpt.module.partial": ("CKPT-5.6", "a module holds a format's partner tensors without its anchor tensor"),
+    # -- audits and the executor seam (spec/audit.md) -----------------------------------------
+    "audit.scheduler.unreachable": ("AUDIT-1.1", "the Dask scheduler named by --scheduler does not answer "
+                                    "(could not run)"),
+    "audit.extra.missing": ("AUDIT-1.2", "an optional extra the command needs is not installed (could not run)"),
+    "audit.worker.lost": ("AUDIT-1.3", "the worker running an item was lost on every retry (could not run)"),
+    "audit.list.unreadable": ("AUDIT-2.2", "the --list file of units cannot be read (could not run)"),
+    "audit.out.exists": ("AUDIT-3.1", "--out already holds an audit's part files and --resume was not given"),
+    "audit.table.invalid": ("AUDIT-3.3", "a directory without audit part files, or a part that is not one"),
+    # -- remote checkpoints: byte sources over HTTP, hf:// (spec/remote.md) -------------------
+    "remote.url.invalid": ("REMOTE-2.1", "a remote address that is not hf://ORG/REPO[@REV][/FILE] or an http(s) URL "
+                           "of one file (could not run)"),
+    "remote.extra.missing": ("REMOTE-2.3", "hf:// needs huggingface_hub, the optional extra qformats[hub] "
+                             "(could not run)"),
+    "remote.header.too_large": ("REMOTE-1.2", "a remote GGUF header larger than qformats fetches (could not run)"),
+    "remote.not_found": ("REMOTE-3.2", "HTTP 404: no such repository, revision or file (could not run)"),
+    "remote.unauthorized": ("REMOTE-3.3", "HTTP 401/403: a gated or private repository (could not run)"),
+    "remote.rate_limited": ("REMOTE-3.4", "HTTP 429 after the bounded retries (could not run)"),
+    "remote.http": ("REMOTE-3.5", "another HTTP error status, or no answer from the server (could not run)"),
+    "remote.range.ignored": ("REMOTE-3.1", "a ranged GET answered without 206 and the matching Content-Range "
+                             "(could not run)"),
+    "remote.short_read": ("REMOTE-3.6", "the body ended before the requested bytes (could not run)"),
+    "remote.size_mismatch": ("REMOTE-3.7", "a file's size differs between the listing, Content-Length and "
+                             "Content-Range (could not run)"),
     # -- the Triton reference kernels (spec/kernels.md) --------------------------------------
     "kernel.layer.changed": ("KC-7.3", "a prepared kernel layer's tensor was written to in place after prepare"),
 }

@@ -33,11 +33,12 @@ COLUMNS = (("layer", "layer"), ("format", "format"), ("bits", "bits"), ("group_s
 KEEP = 3   # layer, format, bits: never left out
 
 
-def rows(path: str, fmt: str = "auto", progress: Progress | None = None) -> tuple[Report | None, list[dict[str, Any]]]:
+def rows(path: str, fmt: str = "auto", progress: Progress | None = None,
+         sample: int | None = None) -> tuple[Report | None, list[dict[str, Any]]]:
     """The validator's report and the table rows: its layers, or every tensor of a GGUF file (tensors
     of types qformats cannot check get a row without statistics; the report warns about them).
     ``progress``: called per layer as validate calls it (the CLI's bar on a terminal)."""
-    report = validate(path, deep=True, fmt=fmt, progress=progress)
+    report = validate(path, deep=True, fmt=fmt, progress=progress, sample=sample)
     if not str(path).lower().endswith(".gguf") or report.format == "unknown":
         return report, report.layers
     checked = {row["layer"]: row for row in report.layers}
@@ -95,6 +96,8 @@ def render(table: list[dict[str, Any]], width: int | None = None) -> list[str]:
 def empty_reason(report: Report) -> str:
     """Why there is no table: the first error, which ``qformats validate`` explains in full."""
     errors = [f for f in report.findings if f.severity == "error"]
+    if not errors and (report.summary.get("sample") or {}).get("asked") == 0:     # REMOTE-4.1
+        return "headers only (a remote path's default, --sample 0): no layer read; --sample N reads N layers"
     if not errors:
         raise fail("checkpoint.empty", None, "a checkpoint with layers to inspect", "none", file=report.path)
     return f"no layer could be inspected: {errors[0].message} [{errors[0].code}]"

@@ -9,7 +9,7 @@ from collections import defaultdict
 from .findings import plural
 from .validate import Report
 
-__all__ = ["to_json", "to_text", "plural", "not_checked", "scope"]
+__all__ = ["to_json", "to_text", "plural", "not_checked", "scope", "layer_of"]
 
 SEVERITY_ORDER = ("error", "warning", "info")
 MAX_PER_GROUP = 5  # keep the text short enough to read; --json has everything
@@ -27,6 +27,9 @@ def _layer_of(tensor: str | None, layers: list[str]) -> str | None:
         return None
     matches = [name for name in layers if tensor == name or tensor.startswith(name + ".")]
     return max(matches, key=len) if matches else None
+
+
+layer_of = _layer_of      # the inspect page links each finding to its layer the same way (qformats/pictures/page.py)
 
 
 def _headline(report: Report) -> str:
@@ -52,6 +55,36 @@ def scope(summary: dict, *, names: str = "-v names them") -> str:
     missed = [f"{v['total'] - v['checked']} {kind}" for kind, v in summary.get("tensors_by_kind", {}).items()
               if v["total"] > v["checked"]]
     return text + (f" (not checked: {', '.join(missed)}; {names})" if missed else "")
+
+
+def sampled_lines(summary: dict) -> list[str]:
+    """REMOTE-4.3: what --sample checked and, for a remote checkpoint, the bytes fetched against its size."""
+    lines = []
+    sample = summary.get("sample")
+    if sample is not None:
+        checked = sample["checked"]
+        unit = "tensor" if summary.get("container") == "gguf" else "layer"
+        what = f"headers only, no {unit} read" if not checked else \
+            f"{plural(len(checked), unit)} checked: {', '.join(checked[:4])}{', ...' if len(checked) > 4 else ''}"
+        lines.append(f"sampled: --sample {sample['asked']}: {what}; the rest are named as not checked")
+    remote = summary.get("remote")
+    if remote is not None:
+        share = remote["bytes_fetched"] / remote["bytes_listed"] if remote["bytes_listed"] else 0.0
+        lines.append(f"fetched: {_size(remote['bytes_fetched'])} in {plural(remote['requests'], 'request')} "
+                     f"({share:.2%} of the {_size(remote['bytes_listed'])} listed) from {remote['url']}")
+    return lines
+
+
+def _size(n: int) -> str:
+    """Exact bytes, and in binary units past 1 KiB: ``1167 bytes (1.1 KiB)``."""
+    if n < 1024:
+        return f"{n} bytes"
+    scaled, unit = n / 1024, "KiB"
+    for bigger in ("MiB", "GiB", "TiB"):
+        if scaled < 1024:
+            break
+        scaled, unit = scaled / 1024, bigger
+    return f"{n} bytes ({scaled:.1f} {unit})"
 
 
 def _not_checked_lines(report: Report, verbose: bool) -> list[str]:
@@ -143,7 +176,7 @@ def to_text(report: Report, *, verbose: bool = False, width: int | None = None) 
     """Findings grouped by severity, then by code, with the layers each code touched; --deep statistics.
     ``width``: wrap long lines to it (the CLI passes the terminal's on a terminal); None: one line each."""
     layer_names = [row["layer"] for row in report.layers]
-    lines = [_headline(report)]
+    lines = [_headline(report)] + sampled_lines(report.summary)
     for severity in SEVERITY_ORDER:
         group = [f for f in report.findings if f.severity == severity]
         if not group or (severity == "info" and not verbose):

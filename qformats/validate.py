@@ -19,11 +19,12 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from .containers.checkpoint import COULD_NOT_RUN_CODES, Checkpoint, open_checkpoint
+from .remote import is_remote
 from .errors import QFormatsError, fail
 from .findings import Finding, finding, from_error, plural
 from .formats import registry
 from .gguf_summary import refuse_imatrix
-from . import inventory
+from . import executor, inventory
 from .completeness import completeness, partial_modules
 from .layers import LayerGroup, Progress, load_layer, tick
 
@@ -162,64 +163,80 @@ def _orphan_findings(ckpt: Checkpoint, fmt: str) -> dict[str, list[Finding]]:
 
 
 def validate(path: str, *, deep: bool = False, fmt: str = "auto", progress: Progress | None = None,
-             jobs: int | None = None) -> Report:
+             jobs: int | None = None, scheduler: str | None = None, sample: int | None = None) -> Report:
     """Validate a checkpoint; raises only for could-not-run problems (codes in :data:`COULD_NOT_RUN`).
 
     ``jobs > 1`` splits the layers into that many processes (safetensors checkpoints); the default
-    is one process per CPU with ``deep``, where decoding dominates, and one process without.
+    is one process per CPU with ``deep``, where decoding dominates (or on a Dask scheduler), and one
+    process without. ``scheduler`` (:mod:`qformats.executor`): ``processes`` (the default), ``local`` or
+    ``tcp://HOST:PORT``; the report is the same whichever runs it (AUDIT-1.3).
+    ``sample``: check N quantized layers (GGUF: tensors) spread over the model, naming the rest as not checked;
+    an ``hf://`` or ``http(s)://`` path defaults to 0, its headers only (spec/remote.md REMOTE-4).
     """
     if fmt not in FORMATS:
         raise fail("argument.invalid", "format", "one of " + ", ".join(FORMATS), fmt)
+    scheduler = executor.check_scheduler(scheduler)
     if jobs is None:
-        jobs = _cpus() if deep else 1
+        jobs = _cpus() if deep or executor.is_dask(scheduler) else 1
     if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
         raise fail("argument.invalid", "jobs", "an integer of at least 1", jobs)
+    if is_remote(path):          # REMOTE-4.1: headers only unless --sample N; one process counts the bytes
+        jobs, sample = 1, 0 if sample is None else sample
+    if sample is not None and (isinstance(sample, bool) or not isinstance(sample, int) or sample < 0):
+        raise fail("argument.invalid", "sample", "an integer of at least 0", sample)
     try:
         ckpt = open_checkpoint(path)
     except QFormatsError as err:
         if err.code in COULD_NOT_RUN:
             raise
         report = _report(str(path), "unknown", [from_error(err)], [])   # CKPT-5.1: nothing could be read
+        fetched = {"remote": err.remote} if getattr(err, "remote", None) else {}   # REMOTE-4.3
         return report.model_copy(update={"summary": {**report.summary, "container": "unreadable",
                                                      **inventory.summary({}, {}), "modules_not_checked": 0,
-                                                     "not_read": []}})
+                                                     "not_read": [], **fetched}})
     with ckpt:
         if ckpt.kind == "gguf":
-            rows, findings = _gguf(ckpt, fmt, deep, progress)
+            rows, findings, picked = _gguf(ckpt, fmt, deep, progress, sample)
             findings += _gguf_completeness(ckpt)
-            report = _report(str(path), "+".join(sorted({row["format"] for row in rows})),
-                             list(ckpt.findings) + findings, rows)
+            types = {row["format"] for row in rows} or {info.type_name.lower() for info in ckpt.gguf.tensors
+                                                         if not ggml_type_unknown(info)}   # --sample 0: headers
+            report = _report(str(path), "+".join(sorted(types)), list(ckpt.findings) + findings, rows)
             # modules_not_checked: the same summary keys for every format; a GGUF tensor qformats cannot
             # decode is counted among the tensors not checked (GGML-3.5), never as a foreign module
-            return report.model_copy(update={"summary": {**report.summary, "container": "gguf",
-                                                         **_gguf_account(ckpt, rows, fmt), "modules_not_checked": 0,
-                                                         "not_read": inventory.not_read(ckpt)}})
+            return _sampled_report(ckpt, report.model_copy(update={"summary": {
+                **report.summary, "container": "gguf", **_gguf_account(ckpt, rows, fmt, picked),
+                "modules_not_checked": 0, "not_read": inventory.not_read(ckpt)}}), sample, picked)
         _refuse_foreign_method(ckpt)
         all_layers, foreign = group_layers(ckpt.tensor_names(), ckpt.config)
         layers = [layer for layer in all_layers if fmt in ("auto", layer.format)]
+        asked, layers = layers, _sample(layers, sample)      # REMOTE-4.1: every asked layer unless --sample N
         findings = list(ckpt.findings) + _foreign_findings(foreign)
         if jobs > 1 and len(layers) > 1:
-            rows, more = _run_parallel(ckpt, layers, deep, jobs, progress)
+            rows, more = _run_parallel(ckpt, layers, deep, jobs, progress, scheduler)
         else:
-            rows, more = _run_layers(ckpt, layers, deep, progress)
+            rows, more = _run_layers(ckpt, layers, deep, progress, asked)
         findings += more
+        run, layers = layers, asked      # what follows concerns every asked layer; the unsampled are named
         if not layers:       # QF-5.1: nothing of the asked formats here, so nothing to judge (exit 2) ...
             orphans = _orphan_findings(ckpt, fmt)
             if not orphans:  # ... unless the config's own format finds its quantized weights broken (FP8-6.2)
                 raise fail("checkpoint.empty", "path", f"a checkpoint holding {_wanted(fmt)} layers",
                            f"none among {len(ckpt.tensor_names())} tensors", file=str(path))
             findings += [f for found in orphans.values() for f in found]
-        elif not rows:
+        elif run and not rows:
             findings.append(finding("checkpoint.empty", "error", f"{len(layers)} quantized "
                                     f"layer{'s' if len(layers) > 1 else ''}, none of which could be checked"))
         findings += _whole_checkpoint(ckpt, layers)
-        accounting = _account(ckpt, all_layers, layers, foreign, rows, findings, deep, fmt)
+        accounting = _account(ckpt, all_layers, layers, foreign, rows, findings, deep, fmt,
+                              unsampled={layer.name for layer in layers} - {layer.name for layer in run},
+                              sampling=sample is not None)
         findings += accounting.pop("findings")
         named = {layer.format for layer in layers} or set(_orphan_findings(ckpt, fmt))
         report = _report(str(path), "+".join(sorted(named)) or "unknown", findings, rows)
         unchecked = len(foreign) + sum(f.code in NOT_CHECKED for f in findings)
-        return report.model_copy(update={"summary": {**report.summary, "container": ckpt.kind, **accounting,
-                                                     "modules_not_checked": unchecked}})
+        return _sampled_report(ckpt, report.model_copy(update={"summary": {
+            **report.summary, "container": ckpt.kind, **accounting, "modules_not_checked": unchecked}}),
+            sample, [layer.name for layer in run])
 
 
 def _cpus() -> int:
@@ -229,19 +246,22 @@ def _cpus() -> int:
         return os.cpu_count() or 1
 
 
-def _run_layers(ckpt: Checkpoint, layers: list[LayerGroup], deep: bool,
-                progress: Progress | None) -> tuple[list[dict[str, Any]], list[Finding]]:
+def _run_layers(ckpt: Checkpoint, layers: list[LayerGroup], deep: bool, progress: Progress | None,
+                asked: list[LayerGroup] | None = None) -> tuple[list[dict[str, Any]], list[Finding]]:
+    """``asked``: with --sample, every layer asked for; a format holding some of them is still called (with
+    only its sampled layers, maybe none) so that its config-level checks run (REMOTE-4.1)."""
     rows: list[dict[str, Any]] = []
     findings: list[Finding] = []
     for face in _module_faces():
         subset = [layer for layer in layers if layer.format == face.name]
-        if subset:
+        if subset or any(layer.format == face.name for layer in asked or ()):
             more_rows, more = face.layers.check(ckpt, subset, deep, progress)
             rows, findings = rows + more_rows, findings + more
     return rows, findings
 
 
-def _gguf(ckpt: Checkpoint, fmt: str, deep: bool, progress: Progress | None) -> tuple[list[dict[str, Any]], list[Finding]]:
+def _gguf(ckpt: Checkpoint, fmt: str, deep: bool, progress: Progress | None,
+          sample: int | None = None) -> tuple[list[dict[str, Any]], list[Finding], list[str]]:
     """Every tensor of a GGUF file, each checked by its ggml type's rules (spec/ggml.md GGML-3).
 
     ``fmt`` ``auto`` (or a family face's name) checks every tensor; a ggml type name (``q6_k``) only
@@ -250,44 +270,101 @@ def _gguf(ckpt: Checkpoint, fmt: str, deep: bool, progress: Progress | None) -> 
     """
     refuse_imatrix(ckpt.gguf)        # CKPT-1.4: llama-imatrix's output is not a model (could not run)
     only = None if fmt == "auto" or fmt in {f.name for f in _gguf_faces()} else frozenset({fmt})
+    checkable = [info for info in ckpt.gguf.tensors if not ggml_type_unknown(info)
+                 and (only is None or info.type_name.lower() in only)]
+    picked = [info.name for info in _sample(checkable, sample)]
+    if sample is not None:           # REMOTE-4.2: the checks walk the sampled tensors (and the undecodable ones,
+        keep = set(picked) | {info.name for info in ckpt.gguf.tensors if ggml_type_unknown(info)}   # never read)
+        ckpt = _GGUFSample(ckpt, keep)  # type: ignore[assignment]
     rows: list[dict[str, Any]] = []
     findings: list[Finding] = []
     for face in _gguf_faces():
         more_rows, more = face.layers.check_gguf(ckpt, deep, progress, only)
         rows, findings = rows + more_rows, findings + more
-    if not rows:         # QF-5.1: a vocab-only file, or none of the asked types: nothing to judge (exit 2)
+    if not rows and not (checkable and sample == 0):   # QF-5.1: a vocab-only file, or none of the asked types:
+        # nothing to judge (exit 2); --sample 0 (a remote file's headers) judged the container and named the rest
         wanted = "checkable" if only is None else fmt
         raise fail("checkpoint.empty", "path", f"a GGUF file holding {wanted} tensors",
                    f"{len(ckpt.gguf.tensors)} tensors, none of them {wanted}", file=ckpt.path)
-    return rows, findings
+    return rows, findings, picked
+
+
+class _GGUFSample:
+    """A GGUF checkpoint seen through the tensors to check (``--sample N``): the format checks walk
+    ``ckpt.gguf.tensors``; everything else is the file's."""
+
+    def __init__(self, ckpt: Checkpoint, keep: set[str]) -> None:
+        self.path, self._ckpt = ckpt.path, ckpt
+        self.gguf = _TensorSubset(ckpt.gguf, keep)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._ckpt, name)
+
+
+class _TensorSubset:
+    def __init__(self, gf: Any, keep: set[str]) -> None:
+        self._gf = gf
+        self.tensors = tuple(info for info in gf.tensors if info.name in keep)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._gf, name)
+
+
+NOT_SAMPLED = "not sampled: --sample {n} checked {k} of {total} (REMOTE-4.1)"
+
+
+def _sample(items: list[Any], n: int | None) -> list[Any]:
+    """REMOTE-4.1: ``n`` of ``items`` evenly spread in their order, the first and last included (all when
+    ``n`` is None or at least their number), so the sample spans the model's depth."""
+    if n is None or n >= len(items):
+        return list(items)
+    if n <= 1:
+        return list(items[:n])
+    return [items[round(i * (len(items) - 1) / (n - 1))] for i in range(n)]
+
+
+def _sampled_report(ckpt: Checkpoint, report: Report, sample: int | None, picked: list[str]) -> Report:
+    """REMOTE-4.3: a remote read that failed inside a check is could-not-run; the summary says what was sampled
+    and, for a remote checkpoint, what was fetched."""
+    io = getattr(ckpt, "io", None)
+    if getattr(io, "remote", False):
+        io.raise_failure()
+    extra: dict[str, Any] = {}
+    if sample is not None:
+        extra["sample"] = {"asked": sample, "checked": picked}
+    if getattr(io, "remote", False):
+        extra["remote"] = io.summary()
+    return report.model_copy(update={"summary": {**report.summary, **extra}}) if extra else report
 
 
 def _wanted(fmt: str) -> str:
     return "quantized (" + ", ".join(registry.FACES) + ")" if fmt == "auto" else fmt
 
 
-def _run_subset(path: str, names: list[str], deep: bool) -> tuple[list[dict[str, Any]], list[Finding]]:
-    """Worker process: validate the named layers of the checkpoint at ``path``."""
+def _run_subset(work: tuple[str, list[str], bool]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Worker: validate the named layers of the checkpoint at ``path``; plain data back (the executor seam)."""
+    path, names, deep = work
     with open_checkpoint(path) as ckpt:
         wanted = set(names)
         layers = [layer for layer in group_layers(ckpt.tensor_names(), ckpt.config)[0] if layer.name in wanted]
-        return _run_layers(ckpt, layers, deep, None)
+        rows, findings = _run_layers(ckpt, layers, deep, None)
+        return rows, [f.model_dump() for f in findings]
 
 
-def _run_parallel(ckpt: Checkpoint, layers: list[LayerGroup], deep: bool, jobs: int,
-                  progress: Progress | None) -> tuple[list[dict[str, Any]], list[Finding]]:
-    """Contiguous runs of layers of about equal bytes, a few per process so that they balance
-    (and the progress bar moves); config-level findings, identical in every worker, are kept once."""
-    from concurrent.futures import ProcessPoolExecutor, as_completed
-
-    chunks = _balanced_runs(layers, [_layer_bytes(ckpt, layer) for layer in layers], jobs * PARALLEL_RUNS_PER_JOB)
-    with ProcessPoolExecutor(max_workers=min(jobs, len(chunks))) as pool:
-        futures = {pool.submit(_run_subset, ckpt.path, chunk, deep): chunk for chunk in chunks}
+def _run_parallel(ckpt: Checkpoint, layers: list[LayerGroup], deep: bool, jobs: int, progress: Progress | None,
+                  scheduler: str) -> tuple[list[dict[str, Any]], list[Finding]]:
+    """Contiguous runs of layers of about equal bytes, a few per worker so that they balance (and the
+    progress bar moves), through the executor seam; results are taken in run order, so the report does not
+    depend on which worker finished first. Config-level findings, identical in every worker, are kept once."""
+    sizes = [_layer_bytes(ckpt, layer) for layer in layers]
+    with executor.pool(scheduler, min(jobs, len(layers))) as seam:
+        chunks = _balanced_runs(layers, sizes, seam.workers * PARALLEL_RUNS_PER_JOB)
+        results: list[Any] = [None] * len(chunks)
         done = 0
-        for future in as_completed(futures):
-            done += len(futures[future])
-            tick(progress, done - 1, len(layers), futures[future][-1])
-        results = [future.result() for future in futures]
+        for i, value in seam.completed(_run_subset, [(ckpt.path, chunk, deep) for chunk in chunks]):
+            results[i] = (value[0], [Finding(**f) for f in value[1]])
+            done += len(chunks[i])
+            tick(progress, done - 1, len(layers), chunks[i][-1])
     order = {layer.name: i for i, layer in enumerate(layers)}
     rows = sorted((row for r, _ in results for row in r), key=lambda row: order[row["layer"]])
     findings: list[Finding] = []
@@ -384,7 +461,8 @@ def _partner_suffixes() -> list[tuple[str, str, frozenset[str]]]:
 
 
 def _account(ckpt: Checkpoint, all_layers: list[LayerGroup], layers: list[LayerGroup], foreign: dict[str, list[str]],
-             rows: list[dict[str, Any]], findings: list[Finding], deep: bool, fmt: str) -> dict[str, Any]:
+             rows: list[dict[str, Any]], findings: list[Finding], deep: bool, fmt: str, *,
+             unsampled: set[str] | frozenset[str] = frozenset(), sampling: bool = False) -> dict[str, Any]:
     """CKPT-5.1: every tensor checked or named with the reason; CKPT-5.2/5.3 on the tensors no format holds."""
     partial = {f.tensor for f in findings if f.code == "ckpt.module.partial"}
     orphans = {name for name in ckpt.tensor_names() if split_name(name)[0] in partial}
@@ -400,7 +478,9 @@ def _account(ckpt: Checkpoint, all_layers: list[LayerGroup], layers: list[LayerG
     done = {row["layer"] for row in rows}
     asked = {layer.name for layer in layers}
     for layer in all_layers:
-        why = None if layer.name in done else _why_unchecked(layer, layer.name in asked, findings, fmt)
+        why = None if layer.name in done else NOT_SAMPLED.format(n=len(layers) - len(unsampled), k=len(done),
+                                                                  total=len(layers)) \
+            if layer.name in unsampled else _why_unchecked(layer, layer.name in asked, findings, fmt)
         if why:
             unchecked.update(dict.fromkeys(layer.tensors.values(), why))
     for module, names in foreign.items():
@@ -410,11 +490,13 @@ def _account(ckpt: Checkpoint, all_layers: list[LayerGroup], layers: list[LayerG
     judged = {f.tensor for f in findings if f.severity == "error" and f.tensor in kinds}
     plain = [name for name, kind in kinds.items() if name not in quantized | judged]
     more = inventory.config_shape_findings(ckpt, plain) + inventory.module_shape_findings(rows, ckpt.model_config)
-    scanned_findings, scanned = inventory.check_plain(ckpt, [n for n in plain if kinds[n] == "float"], deep=deep)
+    floats = [] if sampling else [n for n in plain if kinds[n] == "float"]   # --sample: quantized layers only
+    scanned_findings, scanned = inventory.check_plain(ckpt, floats, deep=deep)
     more += scanned_findings
     for name in plain:
         if name not in scanned:
-            unchecked[name] = _plain_reason(kinds[name], deep)
+            unchecked[name] = _plain_reason(kinds[name], deep) if not (sampling and deep and kinds[name] == "float") \
+                else "not quantized: --sample reads quantized layers only (REMOTE-4.1)"
     return {"findings": more, **inventory.summary(kinds, unchecked), "not_read": inventory.not_read(ckpt)}
 
 
@@ -452,15 +534,20 @@ def _gguf_completeness(ckpt: Checkpoint) -> list[Finding]:
     return completeness(modules, None, gguf_blocks=blocks)
 
 
-def _gguf_account(ckpt: Checkpoint, rows: list[dict[str, Any]], fmt: str) -> dict[str, Any]:
+def _gguf_account(ckpt: Checkpoint, rows: list[dict[str, Any]], fmt: str, picked: list[str] | None = None) -> dict[str, Any]:
     """CKPT-5.1 for GGUF: every tensor is a row (checked) or named (a type qformats cannot decode, --format)."""
     kinds = inventory.tensor_kinds(ckpt, set())
     done = {row["layer"] for row in rows}
     unchecked = {}
+    chosen = set(picked) if picked is not None else None
+    checkable = sum(not ggml_type_unknown(info) for info in ckpt.gguf.tensors)
     for info in ckpt.gguf.tensors:
         if info.name not in done:
             unchecked[info.name] = (f"type {info.type_name}: qformats has no decoder for it (GGML-3.5)"
-                                    if ggml_type_unknown(info) else f"type {info.type_name}; --format {fmt} left it out")
+                                    if ggml_type_unknown(info) else
+                                    NOT_SAMPLED.format(n=len(chosen), k=len(done), total=checkable)
+                                    if chosen is not None and info.name not in chosen and len(chosen) < checkable
+                                    else f"type {info.type_name}; --format {fmt} left it out")
     return inventory.summary(kinds, unchecked)
 
 

@@ -36,11 +36,12 @@ import torch
 import triton
 import triton.language as tl
 
+from . import _splitk
+from ._splitk import INTERPRETER_SMS, MAX_SPLIT_BATCH, REDUCE_BLOCK, Plan, make_plan  # noqa: F401 (re-exported)
+from ._splitk import codes_tile as _codes_tile
 from ._tiles import row_tile
 
 __all__ = ["Planes", "eligible", "make_planes", "dequantize", "matmul", "pack_along_k", "unpack_along_k"]
-
-MAX_SPLIT_BATCH = 16                           # batches up to this size use the split-K workspace
 
 
 def eligible(bits: int, k: int, n: int, group_rows: int) -> bool:
@@ -74,10 +75,10 @@ class Planes:
                  *, bits: int, k: int, n: int, group_rows: int, fp16_safe: bool) -> None:
         self.codes, self.zeros, self.scales, self.perm = codes, zeros, scales, perm
         self.bits, self.k, self.n, self.group_rows, self.fp16_safe = bits, k, n, group_rows, fp16_safe
-        self.block_k = row_tile(group_rows)
+        self.block_k, self.device = row_tile(group_rows), codes.device
         self.gemv = plan_gemv(k, n, self.block_k, codes.device)
         self.batch = plan_batch(k, n, self.block_k, codes.device)
-        self.workspace = torch.empty((16, MAX_SPLIT_BATCH, n), dtype=torch.float32, device=codes.device)
+        self.workspace = _splitk.workspace(n, codes.device)
         if codes.device.type == "cuda":
             tuned(self, perm is not None)
 
@@ -123,27 +124,11 @@ def matmul(p: Planes, xt: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
             STAGES=c.stages, num_warps=c.warps)
         split = c.split
     if split > 1:                                               # the slices' partial sums, added in order
-        _reduce_kernel[(triton.cdiv(m * p.n, REDUCE_BLOCK),)](p.workspace, y, m * p.n, p.n, SPLIT=split,
-                                                             BLOCK=REDUCE_BLOCK)
+        _splitk.reduce(p.workspace, y, m, p.n, split)
     return y
 
 
 # -- kernels -----------------------------------------------------------------------------------------
-
-@triton.jit
-def _codes_tile(codes_ptr, r0, n, N, KW, BITS: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
-    """The (BK, BN) integer codes of sorted rows r0 .. r0 + BK - 1, columns ``n``: each word loaded once.
-
-    A (BK / P, BN) tile of words, P = 32 / b fields each; field i of word w is row w P + i, so broadcasting
-    the shifts 0, b, .., (P - 1) b over a middle axis and flattening the first two gives the rows in order.
-    """
-    PER: tl.constexpr = 32 // BITS
-    w = r0 // PER + tl.arange(0, BK // PER)
-    words = tl.load(codes_ptr + w[:, None] * N + n[None, :], mask=(w < KW)[:, None] & (n < N)[None, :], other=0)
-    shifts = tl.arange(0, PER) * BITS
-    q = (words[:, None, :] >> shifts[None, :, None]) & ((1 << BITS) - 1)   # the sign bits shifted in are masked
-    return tl.reshape(q, (BK, BN))
-
 
 @triton.jit
 def _group_rows_of(zeros_ptr, scales_ptr, g, n, N):
@@ -248,16 +233,6 @@ def _batch_kernel(x_ptr, codes_ptr, zeros_ptr, scales_ptr, perm_ptr, part_ptr, y
         tl.store(part_ptr + split * (16 * N) + m[None, :] * N + n[:, None], acc, mask=mask)
 
 
-@triton.jit
-def _reduce_kernel(part_ptr, y_ptr, MN, N, SPLIT: tl.constexpr, BLOCK: tl.constexpr):
-    """y = the slices' partial sums added in slice order 0, 1, .., S - 1 (reproducible), rounded once."""
-    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    acc = tl.zeros((BLOCK,), dtype=tl.float32)
-    for s in tl.static_range(SPLIT):
-        acc += tl.load(part_ptr + s * (16 * N) + i, mask=i < MN, other=0.0)
-    tl.store(y_ptr + i, acc.to(tl.float16), mask=i < MN)
-
-
 # -- tile plans ----------------------------------------------------------------------------------------
 # The roofline of a 4-bit GEMV is its weight bytes over the copy bandwidth: 11008 x 4096 is 22.5 MB, ~5.3 us
 # at 4.25 TB/s. That needs enough loads in flight: several programs per SM (132 on an H200) each streaming a
@@ -267,19 +242,6 @@ def _reduce_kernel(part_ptr, y_ptr, MN, N, SPLIT: tl.constexpr, BLOCK: tl.conste
 # batch class, device) and keeps the fastest (``tune``; the choice is cached for the process); in the
 # interpreter the first candidate is taken, so the tests run the same tile arithmetic on every candidate
 # they name.
-
-class Plan:
-    """One launch's tiles: BN columns, BK rows per step, S slices of K_PER_SPLIT rows, warps, stages."""
-
-    def __init__(self, bn: int, bk: int, split: int, k_per_split: int, warps: int, stages: int, bm: int = 16,
-                 once: bool = False) -> None:
-        self.bn, self.bk, self.split, self.k_per_split = bn, bk, split, k_per_split
-        self.warps, self.stages, self.bm, self.once = warps, stages, bm, once
-
-    def __repr__(self) -> str:
-        return (f"Plan(BN={self.bn}, BK={self.bk}, S={self.split}, K/S={self.k_per_split}, warps={self.warps}, "
-                f"stages={self.stages}, BM={self.bm}{', reduce once' if self.once else ''})")
-
 
 # (BN, BK cap, programs per SM, warps, stages[, reduce once]). Measured on an H200 (2026-11-28, 11008 x 4096,
 # benchmarks/results/kernels-h200-2026-11-28-sweep.txt): the per-step-sum GEMV was fastest at BN = 64 with
@@ -291,74 +253,23 @@ GEMV_CANDIDATES = ((64, 128, 8, 4, 3), (64, 128, 4, 4, 3), (64, 128, 8, 2, 3), (
 # batch 16 on the same run: BN = 128, BK = 64, about 7 programs per SM was fastest (35.4 us), BN = 32 slowest.
 BATCH_CANDIDATES = ((128, 64, 8, 4, 3), (128, 128, 4, 4, 3), (64, 128, 8, 4, 3), (128, 64, 16, 4, 3),
                     (128, 64, 4, 4, 3), (128, 64, 4, 8, 3))
-INTERPRETER_SMS = 2                               # the interpreter's plans still split K (so its tests do)
 DEQUANT_BN = 64
-REDUCE_BLOCK = 1024
-_TUNED: dict[tuple, Plan] = {}
-
-
-def make_plan(candidate: tuple, k: int, n: int, group_tile: int, sms: int) -> Plan:
-    """A candidate's tiles for a K x N layer: S slices of whole BK steps, about ``programs per SM * sms``
-    programs over the ceil(N / BN) column tiles, at most 16 slices."""
-    bn, bk_cap, per_sm, warps, stages, *once = candidate
-    bk = min(group_tile, bk_cap)
-    steps = triton.cdiv(k, bk)
-    want = max(1, min(steps, triton.cdiv(per_sm * sms, triton.cdiv(n, bn)), 16))
-    per = triton.cdiv(steps, want)
-    return Plan(bn, bk, triton.cdiv(steps, per), per * bk, warps, stages, once=bool(once and once[0]))
-
-
-def _sms(device: torch.device) -> int:
-    return torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" \
-        else INTERPRETER_SMS
 
 
 def plan_gemv(k: int, n: int, group_tile: int, device: torch.device) -> Plan:
-    return make_plan(GEMV_CANDIDATES[0], k, n, group_tile, _sms(device))
+    return make_plan(GEMV_CANDIDATES[0], k, n, group_tile, _splitk.sms(device))
 
 
 def plan_batch(k: int, n: int, group_tile: int, device: torch.device) -> Plan:
-    return make_plan(BATCH_CANDIDATES[0], k, n, group_tile, _sms(device))
+    return make_plan(BATCH_CANDIDATES[0], k, n, group_tile, _splitk.sms(device))
 
 
 def tune(p: Planes, batch: int, candidates: tuple, verbose: bool = False) -> list[tuple[float, Plan]]:
     """Time ``candidates`` for ``batch`` rows of x on the layer's GPU (triton's do_bench, median); the
     fastest first. Only ``prepare`` (host work allowed) and the benchmark call it."""
-    sms = _sms(p.codes.device)
-    xt = torch.randn((batch, p.k), device=p.codes.device).to(torch.float16)
-    y = torch.empty((batch, p.n), dtype=torch.float16, device=p.codes.device)
-    timed = []
-    for cand in candidates:
-        plan = make_plan(cand, p.k, p.n, p.block_k, sms)
-        if plan.split > p.workspace.shape[0]:
-            continue
-        object.__setattr__(p, "gemv" if batch == 1 else "batch", plan)
-        t = _median_ms(lambda: matmul(p, xt, y), p.codes.device)
-        timed.append((t * 1e-3, plan))
-        if verbose:
-            print(f"    batch {batch:2d} {plan}: {t * 1e3:7.2f} us")
-    timed.sort(key=lambda tp: tp[0])
-    return timed
-
-
-def _median_ms(fn, device: torch.device) -> float:
-    """do_bench's median on a GPU; one timed call in the interpreter (the smoke run proves the code only)."""
-    if device.type == "cuda":
-        import triton.testing
-
-        return triton.testing.do_bench(fn, warmup=5, rep=20, return_mode="median")
-    import time
-
-    fn()
-    start = time.perf_counter()
-    fn()
-    return (time.perf_counter() - start) * 1e3
+    return _splitk.tune(p, batch, candidates, matmul, verbose)
 
 
 def tuned(p: Planes, has_perm: bool) -> None:
     """On a GPU: the fastest GEMV and batch-16 plans of this shape class, timed once per process."""
-    for batch, cands, attr in ((1, GEMV_CANDIDATES, "gemv"), (MAX_SPLIT_BATCH, BATCH_CANDIDATES, "batch")):
-        key = (attr, p.bits, p.k, p.n, p.block_k, has_perm, str(p.codes.device))
-        if key not in _TUNED:
-            _TUNED[key] = tune(p, batch, cands)[0][1]
-        object.__setattr__(p, attr, _TUNED[key])
+    _splitk.tuned(p, (p.bits, has_perm), GEMV_CANDIDATES, BATCH_CANDIDATES, matmul)

@@ -34,7 +34,7 @@ def test_codes_are_stable_dotted_names_with_a_clause(code):
     """Codes are `<area>.<what>` in lower case; each names its clause `<CHAPTER>-<section>.<rule>`."""
     clause, meaning = CODES[code]
     assert re.fullmatch(r"[a-z0-9_]+(\.[a-z0-9_]+)+", code)
-    assert re.fullmatch(r"(QF|GPTQ|Q4K|SPQR|GGUF|ST|CKPT|GGML|LEG|KQ|IQ|TQ|MX|AWQ|CT|FP8|FP4|BNB|KC)-\d+(\.\d+)*", clause)
+    assert re.fullmatch(r"(QF|GPTQ|Q4K|SPQR|GGUF|ST|CKPT|GGML|LEG|KQ|IQ|TQ|MX|AWQ|CT|FP8|FP4|BNB|KC|AUDIT|REMOTE)-\d+(\.\d+)*", clause)
     assert meaning
 
 

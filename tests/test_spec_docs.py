@@ -17,7 +17,7 @@ from qformats.errors import CODES
 
 SPEC = Path(__file__).resolve().parents[1] / "spec"
 
-CODE_PATTERN = re.compile(r"^(tensor|argument|bits|gptq|q4k|spqr|gguf|ggml|st|ckpt|safetensors|checkpoint|awq|ctensors|fp4|bnb|kernel)\.[a-z0-9_.]+$")
+CODE_PATTERN = re.compile(r"^(tensor|argument|bits|gptq|q4k|spqr|gguf|ggml|st|ckpt|safetensors|checkpoint|awq|ctensors|fp4|bnb|kernel|audit|remote)\.[a-z0-9_.]+$")
 # File names (`gguf.cpp`, `gptq.md`) share the shape; no code ends in a source or document extension.
 FILE_NAME = re.compile(r"\.(md|py|pyi|c|cc|cpp|h|hpp|cu|cuh|rs|json|jsonc|txt|toml|yaml|yml|safetensors|gguf)$")
 BACKTICKED = re.compile(r"`([^`\n]+)`")

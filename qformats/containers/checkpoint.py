@@ -42,7 +42,8 @@ from . import safetensors as st
 
 __all__ = [
     "Checkpoint", "ConfigSource", "open_checkpoint", "path_error", "COULD_NOT_RUN_CODES", "WARNING_CODES",
-    "PICKLE_SUFFIXES", "CONFIG_FILES", "MAX_JSON_SIZE", "MAX_JSON_VALUES", "SCHEMA_MODELS",
+    "PICKLE_SUFFIXES", "CONFIG_FILES", "MAX_JSON_SIZE", "MAX_JSON_VALUES", "SCHEMA_MODELS", "Files", "LOCAL",
+    "REMOTE_SCHEMES",
 ]
 
 CKPT_SPEC_VERSION = "0.1"
@@ -64,9 +65,14 @@ MAX_JSON_VALUES = 1 << 22
 _PICKLE_MAGIC = (b"\x80\x02", b"\x80\x03", b"\x80\x04", b"\x80\x05")   # PROTO opcode, protocol 2..5
 _ZIP_MAGIC = b"PK\x03\x04"           # torch.save's zip container holds a pickle
 _GGUF_MAGIC = b"GGUF"
+REMOTE_SCHEMES = ("hf://", "http://", "https://")
 
 COULD_NOT_RUN_CODES = frozenset({"ckpt.path.missing", "ckpt.path.unreadable", "ckpt.path.symlink_loop",
-                                 "ckpt.no_model"})
+                                 "ckpt.no_model",
+                                 # REMOTE-3: the bytes could not be had; nothing is said about the checkpoint
+                                 "remote.url.invalid", "remote.extra.missing", "remote.header.too_large",
+                                 "remote.not_found", "remote.unauthorized", "remote.rate_limited", "remote.http",
+                                 "remote.range.ignored", "remote.short_read", "remote.size_mismatch"})
 WARNING_CODES = st.WARNING_CODES | frozenset({
     "ckpt.pickle.skipped", "ckpt.index.tensor_unlisted", "ckpt.index.shard_unlisted",
     "ckpt.index.total_size", "ckpt.config.none", "ckpt.config.conflict",
@@ -128,9 +134,62 @@ def _read_bounded(path: str, code: str) -> bytes:
         raise path_error(exc, path) from None
 
 
-def _load_json(path: str, code: str, *, dicts: bool, allow_nan: bool) -> Any:
+class Files:
+    """Where a checkpoint's files come from (REMOTE-1.4): the local filesystem here; :mod:`qformats.remote`
+    supplies the same calls over HTTP range requests. Discovery asks only these, so the rules and error codes
+    of CKPT-1..4 are one code path for both."""
+
+    remote = False
+
+    def listing(self, directory: str) -> dict[str, str]:
+        return _listing(directory)
+
+    def join(self, directory: str, name: str) -> str:
+        return os.path.join(directory, name)
+
+    def read_small(self, path: str, code: str) -> bytes:
+        return _read_bounded(path, code)
+
+    def header(self, path: str) -> st.SafetensorsHeader:
+        return _read_header(path)
+
+    def gguf(self, path: str) -> Any:
+        from . import gguf  # lazy: the GGUF reader is only needed for GGUF input
+
+        try:
+            return gguf.read_gguf(path)  # structure only: payload rules belong to the format layer
+        except OSError as exc:
+            raise path_error(exc, path) from None
+
+    def sniff(self, path: str) -> bytes:
+        return _sniff(path)
+
+    def check_exists(self, path: str) -> bool:
+        """False for a shard the index names that does not exist; other OSErrors are could-not-run."""
+        try:
+            os.stat(path)
+        except FileNotFoundError:
+            return False
+        except OSError as exc:
+            raise path_error(exc, path) from None
+        return True
+
+    def tensor(self, header: st.SafetensorsHeader, name: str) -> np.ndarray:
+        try:
+            return st.open_tensor(header, name)
+        except OSError as exc:
+            raise path_error(exc, header.path) from None
+
+    def subfolders(self, directory: str) -> list[str]:
+        return _checkpoint_subfolders(directory)
+
+
+LOCAL = Files()
+
+
+def _load_json(path: str, code: str, *, dicts: bool, allow_nan: bool, io: Files = LOCAL) -> Any:
     """An index or config file through the header's strict decoder (``safetensors.load_json``)."""
-    raw = _read_bounded(path, code)
+    raw = io.read_small(path, code)
     values = raw.count(b",") + raw.count(b"[") + raw.count(b"{") + 1   # an upper bound, counted in C
     if values > MAX_JSON_VALUES:
         raise fail(code, os.path.basename(path), f"at most {MAX_JSON_VALUES} JSON values", f"up to {values}",
@@ -176,8 +235,9 @@ class Checkpoint:
     def __init__(self, *, kind: Kind, path: str, files: tuple[str, ...], index_file: str | None = None,
                  configs: tuple[ConfigSource, ...] = (), model_config: dict[str, Any] | None = None,
                  headers: dict[str, st.SafetensorsHeader] | None = None, where: dict[str, str] | None = None,
-                 gguf: Any = None, findings: tuple[Finding, ...] = ()) -> None:
+                 gguf: Any = None, findings: tuple[Finding, ...] = (), io: Files = LOCAL) -> None:
         self.kind = kind
+        self.io = io
         self.path = path
         self.files = files
         self.index_file = index_file
@@ -225,10 +285,7 @@ class Checkpoint:
             if self.gguf.tensor(name).type_name in PLAIN_TYPES:
                 return self.gguf.tensor_array(name)
             return self.gguf.tensor_rows(name)
-        try:
-            return st.open_tensor(self.headers[file], name)
-        except OSError as exc:
-            raise path_error(exc, file) from None
+        return self.io.tensor(self.headers[file], name)
 
     def close(self) -> None:
         if self.gguf is not None:
@@ -247,47 +304,45 @@ class Checkpoint:
 
 # -- single files ----------------------------------------------------------------------------
 
-def _open_gguf(file: str, path: str) -> Checkpoint:
-    from . import gguf  # lazy: the GGUF reader is only needed for GGUF input
-
-    try:
-        gf = gguf.read_gguf(file)  # structure only: payload rules belong to the format layer
-    except OSError as exc:
-        raise path_error(exc, file) from None
+def _open_gguf(file: str, path: str, io: Files = LOCAL) -> Checkpoint:
+    gf = io.gguf(file)
     # A GGUF file without tensors (vocab-only, as llama.cpp ships them) is a well-formed container
     # (CKPT-2.5): the validator finds nothing to check in it (QF-5.1, could not run).
-    return Checkpoint(kind="gguf", path=path, files=(file,), gguf=gf, where={t.name: file for t in gf.tensors})
+    return Checkpoint(kind="gguf", path=path, files=(file,), gguf=gf, where={t.name: file for t in gf.tensors},
+                      io=io)
 
 
-def _open_file(file: str) -> Checkpoint:
-    """CKPT-2.1: the file's kind from its name, else from its first bytes."""
+def _open_file(file: str, io: Files = LOCAL, directory: str | None = None) -> Checkpoint:
+    """CKPT-2.1: the file's kind from its name, else from its first bytes. ``directory``: the folder the
+    file's configs sit in (a remote file's; a local file's is its path's)."""
     name = os.path.basename(file).lower()
     if name.endswith(INDEX_SUFFIX):
-        return _open_dir(os.path.dirname(file) or ".", index=os.path.basename(file), path=file)
+        return _open_dir(directory or os.path.dirname(file) or ".", index=os.path.basename(file), path=file, io=io)
     if name.endswith(".safetensors"):        # configs beside it count as for its directory (CKPT-2.1, CKPT-4)
-        directory = os.path.dirname(os.path.abspath(file))
-        configs, model_config, findings = _discover_configs(directory, set(_listing(directory)))
-        return _from_safetensors((file,), path=file, configs=configs, model_config=model_config, findings=findings)
+        directory = directory or os.path.dirname(os.path.abspath(file))
+        configs, model_config, findings = _discover_configs(directory, set(io.listing(directory)), io)
+        return _from_safetensors((file,), path=file, configs=configs, model_config=model_config, findings=findings,
+                                 io=io)
     if name.endswith(".gguf"):
-        return _open_gguf(file, file)
+        return _open_gguf(file, file, io)
     if name.endswith(PICKLE_SUFFIXES):
         raise _refuse_pickle(file, f"a {os.path.splitext(name)[1]} file")
-    head = _sniff(file)
+    head = io.sniff(file)
     if head.startswith(_GGUF_MAGIC):
-        return _open_gguf(file, file)
+        return _open_gguf(file, file, io)
     if _is_pickle_bytes(head):
         raise _refuse_pickle(file, f"pickle/zip magic bytes {head[:4]!r}")
     if len(head) > 8 and head[8:9] in (b"{", b" ", b"\t", b"\n", b"\r"):
-        return _from_safetensors((file,), path=file)
+        return _from_safetensors((file,), path=file, io=io)
     raise fail("ckpt.no_model", os.path.basename(file), "a .safetensors, .gguf or checkpoint directory",
                "a file of unknown kind", file=file)
 
 
 def _from_safetensors(files: tuple[str, ...], *, path: str,
                       configs: tuple[ConfigSource, ...] = (), model_config: dict[str, Any] | None = None,
-                      findings: list[Finding] | None = None) -> Checkpoint:
+                      findings: list[Finding] | None = None, io: Files = LOCAL) -> Checkpoint:
     """CKPT-2.4, 2.5: unindexed files; a tensor name may occur in one file only."""
-    headers = {f: _read_header(f) for f in files}
+    headers = {f: io.header(f) for f in files}
     where: dict[str, str] = {}
     for f, header in headers.items():
         for name in header.tensors:
@@ -301,22 +356,23 @@ def _from_safetensors(files: tuple[str, ...], *, path: str,
     for header in headers.values():
         found.extend(header.findings)
     return Checkpoint(kind="safetensors", path=path, files=files, configs=configs, model_config=model_config,
-                      headers=headers, where=where, findings=tuple(found))
+                      headers=headers, where=where, findings=tuple(found), io=io)
 
 
 # -- configs ---------------------------------------------------------------------------------
 
-def _discover_configs(directory: str, names: set[str]) -> tuple[tuple[ConfigSource, ...], dict | None, list[Finding]]:
+def _discover_configs(directory: str, names: set[str],
+                      io: Files = LOCAL) -> tuple[tuple[ConfigSource, ...], dict | None, list[Finding]]:
     """CKPT-4: every config file that holds a quantization config, and their disagreements."""
     sources: list[ConfigSource] = []
     model_config = None
     for fname, key in CONFIG_FILES:
         if fname not in names:
             continue
-        path = os.path.join(directory, fname)
+        path = io.join(directory, fname)
         # Python readers (transformers, AutoGPTQ, vLLM) accept NaN/Infinity here; a duplicate key they
         # would resolve silently (the last wins) is refused (CKPT-4.2).
-        data = _load_json(path, "ckpt.config.json", dicts=True, allow_nan=True)
+        data = _load_json(path, "ckpt.config.json", dicts=True, allow_nan=True, io=io)
         if not isinstance(data, dict):
             raise fail("ckpt.config.json", fname, "a JSON object", type(data).__name__, file=path)
         if key is not None:
@@ -406,24 +462,24 @@ def _checkpoint_subfolders(directory: str, limit: int = 1000) -> list[str]:
     return sorted(out)
 
 
-def _pickles(files: dict[str, str]) -> list[str]:
+def _pickles(files: dict[str, str], io: Files = LOCAL) -> list[str]:
     """CKPT-2.2: pickle files by suffix, or by pickle/zip magic for names we do not recognise."""
     known = (".safetensors", ".gguf", ".json")
     out = []
     for name, path in files.items():
         low = name.lower()
-        if low.endswith(PICKLE_SUFFIXES) or (not low.endswith(known) and _is_pickle_bytes(_sniff(path))):
+        if low.endswith(PICKLE_SUFFIXES) or (not low.endswith(known) and _is_pickle_bytes(io.sniff(path))):
             out.append(path)
     return out
 
 
-def _open_dir(directory: str, *, index: str | None = None, path: str | None = None) -> Checkpoint:
+def _open_dir(directory: str, *, index: str | None = None, path: str | None = None, io: Files = LOCAL) -> Checkpoint:
     path = path or directory
-    files = _listing(directory)
+    files = io.listing(directory)
     indexes = [n for n in files if n.endswith(INDEX_SUFFIX)]
     weights = [n for n in files if n.endswith(".safetensors")]
     ggufs = [n for n in files if n.lower().endswith(".gguf")]
-    pickles = _pickles(files)
+    pickles = _pickles(files, io)
     if index is None and len(indexes) > 1:
         if PREFERRED_INDEX not in indexes:
             raise fail("ckpt.index.ambiguous", None, f"one index file or one named {PREFERRED_INDEX}",
@@ -433,31 +489,31 @@ def _open_dir(directory: str, *, index: str | None = None, path: str | None = No
         index = indexes[0]
     if index is None and not weights:
         if len(ggufs) == 1:
-            return _open_gguf(files[ggufs[0]], path)
+            return _open_gguf(files[ggufs[0]], path, io)
         if pickles:
             raise _refuse_pickle(pickles[0], f"the only weights here are pickles: "
                                  f"{[os.path.basename(p) for p in pickles]}")
         what = f"{len(ggufs)} .gguf files (pass one)" if ggufs else \
             f"{len(files)} file{'' if len(files) == 1 else 's'}, none of them weights"
-        subfolders = _checkpoint_subfolders(directory)
+        subfolders = io.subfolders(directory)
         if subfolders:
             what += f"; checkpoints in subfolders, pass one: {', '.join(subfolders[:3])}" + \
                 (f" (+{len(subfolders) - 3} more)" if len(subfolders) > 3 else "")
         raise fail("ckpt.no_model", "path", "a directory with .safetensors weights, an index, or one .gguf file",
                    what, file=directory)
-    configs, model_config, findings = _discover_configs(directory, set(files))
+    configs, model_config, findings = _discover_configs(directory, set(files), io)
     findings = [finding("ckpt.pickle.skipped", "warning", f"pickle file {os.path.basename(p)} not opened "
                         "(safetensors weights are used instead)") for p in pickles] + findings
     if index is None:
         return _from_safetensors(tuple(files[n] for n in weights), path=path,
-                                 configs=configs, model_config=model_config, findings=findings)
+                                 configs=configs, model_config=model_config, findings=findings, io=io)
     return _open_sharded(directory, index, files, path=path, configs=configs, model_config=model_config,
-                         findings=findings)
+                         findings=findings, io=io)
 
 
-def _weight_map(index_path: str) -> tuple[dict[str, str], Any]:
+def _weight_map(index_path: str, io: Files = LOCAL) -> tuple[dict[str, str], Any]:
     """CKPT-3.1: ``{"metadata": {...}?, "weight_map": {tensor: shard file name}}``, keys unique."""
-    top = _load_json(index_path, "ckpt.index.json", dicts=False, allow_nan=False)
+    top = _load_json(index_path, "ckpt.index.json", dicts=False, allow_nan=False, io=io)
 
     def bad(subject: str, constraint: str, actual: Any) -> QFormatsError:
         return fail("ckpt.index.json", subject, constraint, actual, file=index_path)
@@ -496,12 +552,12 @@ def _is_shard_name(shard: object) -> bool:
             and 0 < len(shard.encode("utf-8")) <= 255 and not any(c in shard for c in "/\\\0"))
 
 
-def _unlisted_holders(name: str, files: dict[str, str], shards: list[str]) -> list[str]:
+def _unlisted_holders(name: str, files: dict[str, str], shards: list[str], io: Files = LOCAL) -> list[str]:
     """The directory's other safetensors files holding ``name`` (only read to word an error)."""
     out = []
     for fname in sorted(n for n in files if n.endswith(".safetensors") and n not in shards):
         try:
-            if name in st.read_header(files[fname]).tensors:
+            if name in io.header(files[fname]).tensors:
                 out.append(fname)
         except (QFormatsError, OSError):
             continue
@@ -510,31 +566,26 @@ def _unlisted_holders(name: str, files: dict[str, str], shards: list[str]) -> li
 
 def _open_sharded(directory: str, index: str, files: dict[str, str], *, path: str,
                   configs: tuple[ConfigSource, ...], model_config: dict | None,
-                  findings: list[Finding]) -> Checkpoint:
+                  findings: list[Finding], io: Files = LOCAL) -> Checkpoint:
     """CKPT-3: every index entry points at an existing shard that holds the tensor."""
-    index_path = os.path.join(directory, index)
-    weight_map, total = _weight_map(index_path)
+    index_path = io.join(directory, index)
+    weight_map, total = _weight_map(index_path, io)
     shards = sorted(set(weight_map.values()))
     headers: dict[str, st.SafetensorsHeader] = {}
     for shard in shards:
-        shard_path = os.path.join(directory, shard)
-        if shard not in files:
-            try:
-                os.stat(shard_path)
-            except FileNotFoundError:
-                raise fail("ckpt.index.shard_missing", shard, "an existing file named by the index",
-                           "no such file", file=index_path) from None
-            except OSError as exc:
-                raise path_error(exc, shard_path) from None
-        headers[shard_path] = _read_header(shard_path)
+        shard_path = io.join(directory, shard)
+        if shard not in files and not io.check_exists(shard_path):
+            raise fail("ckpt.index.shard_missing", shard, "an existing file named by the index",
+                       "no such file", file=index_path)
+        headers[shard_path] = io.header(shard_path)
     holders: dict[str, list[str]] = {}
     for shard_path, header in headers.items():
         findings.extend(header.findings)
         for name in header.tensors:
             holders.setdefault(name, []).append(os.path.basename(shard_path))
     for name, shard in weight_map.items():
-        if name not in headers[os.path.join(directory, shard)].tensors:
-            elsewhere = holders.get(name) or _unlisted_holders(name, files, shards)
+        if name not in headers[io.join(directory, shard)].tensors:
+            elsewhere = holders.get(name) or _unlisted_holders(name, files, shards, io)
             if elsewhere:
                 raise fail("ckpt.index.tensor_elsewhere", name, f"in {shard}, as the index says",
                            f"in {elsewhere}", file=index_path)
@@ -548,16 +599,16 @@ def _open_sharded(directory: str, index: str, files: dict[str, str], *, path: st
                                     f"not map to it: {extra[:5]}", tensor=extra[0]))
     for name in sorted(n for n in files if n.endswith(".safetensors") and n not in shards):
         findings.append(finding("ckpt.index.shard_unlisted", "warning", f"{name} is not named by {index}"))
-    nbytes = sum(headers[os.path.join(directory, s)].tensors[n].nbytes for n, s in weight_map.items())
+    nbytes = sum(headers[io.join(directory, s)].tensors[n].nbytes for n, s in weight_map.items())
     if total is not None and (type(total) is not int or total != nbytes):
         findings.append(finding("ckpt.index.total_size", "warning",
                                 f"{index} metadata.total_size is {brief(total)}; the mapped tensors hold {nbytes} bytes"))
     if not weight_map:
         raise fail("ckpt.tensors.none", None, "a checkpoint with at least one tensor", "0 tensors", file=index_path)
-    where = {n: os.path.join(directory, s) for n, s in weight_map.items()}
-    return Checkpoint(kind="sharded", path=path, files=tuple(os.path.join(directory, s) for s in shards),
+    where = {n: io.join(directory, s) for n, s in weight_map.items()}
+    return Checkpoint(kind="sharded", path=path, files=tuple(io.join(directory, s) for s in shards),
                       index_file=index_path, configs=configs, model_config=model_config, headers=headers,
-                      where=where, findings=tuple(findings))
+                      where=where, findings=tuple(findings), io=io)
 
 
 # -- entry point -----------------------------------------------------------------------------
@@ -573,6 +624,10 @@ def open_checkpoint(path: str | os.PathLike[str]) -> Checkpoint:
             checkpoint is invalid, exit 1). ``file`` names the offending file.
     """
     file = os.fspath(path)
+    if file.startswith(REMOTE_SCHEMES):          # REMOTE-2: hf://ORG/REPO[@REV][/FILE], http(s)://.../FILE
+        from ..remote import open_remote
+
+        return open_remote(file)
     mode = _stat(file).st_mode
     if stat.S_ISDIR(mode):
         return _open_dir(file)

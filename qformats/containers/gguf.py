@@ -51,12 +51,13 @@ from pydantic import BaseModel, ConfigDict
 
 from ..errors import fail
 from .ggml_types import GGML_REMOVED_TYPE_IDS, GGML_TYPES
+from .source import ByteSource
 
 __all__ = [
     "GGUF_MAGIC", "SUPPORTED_VERSIONS", "DEFAULT_ALIGNMENT", "MAX_ALIGNMENT", "MAX_STRING_LENGTH",
     "MAX_ARRAY_ELEMENTS", "MAX_TENSORS", "MAX_KV", "GGML_MAX_DIMS", "GGML_MAX_NAME",
     "ValueType", "GGUFTensorInfo", "GGUFHeader", "GGUFFile", "read_gguf", "read_gguf_bytes",
-    "PLAIN_TYPES", "SCHEMA_MODELS",
+    "PLAIN_TYPES", "SCHEMA_MODELS", "read_gguf_source",
 ]
 
 GGUF_SPEC_VERSION = "0.1"
@@ -169,19 +170,37 @@ class GGUFHeader(BaseModel):
 SCHEMA_MODELS = (GGUFHeader, GGUFTensorInfo)
 
 
-class _Cursor:
-    """Bounds-checked little-endian reads over the mapped file; every overrun is ``gguf.truncated``."""
+class _NeedMore(Exception):
+    """The parse reached the end of the bytes fetched so far, not of the file: fetch up to ``upto`` and retry."""
 
-    def __init__(self, buf: Any, size: int, file: str) -> None:
+    def __init__(self, upto: int) -> None:
+        super().__init__(upto)
+        self.upto = upto
+
+
+class _Cursor:
+    """Bounds-checked little-endian reads over the mapped file; every overrun is ``gguf.truncated``.
+
+    ``avail`` bytes of the file's ``size`` are in ``buf`` (all of them for a local file). A read past
+    ``size`` is ``gguf.truncated``; one inside the file but past ``avail`` raises :class:`_NeedMore`, so a
+    remote reader fetches more of the header and parses again (REMOTE-1.2) instead of failing.
+    """
+
+    def __init__(self, buf: Any, size: int, file: str, avail: int | None = None) -> None:
         self.buf = buf
         self.size = size
+        self.avail = size if avail is None else avail
         self.pos = 0
         self.file = file
 
-    def need(self, n: int, what: str, clause: str | None = None) -> None:
+    def need(self, n: int, what: str, clause: str | None = None, *, fetch: bool = True) -> None:
+        """``n`` bytes at ``pos`` exist in the file; ``fetch`` (not for the "can the rest hold
+        these counts" checks, GGUF-1.5) also that they are in ``buf``."""
         if n > self.size - self.pos:
             raise fail("gguf.truncated", what, f"complete: {n} bytes at offset {self.pos}",
                        f"{self.size - self.pos} bytes before end of file", clause=clause, file=self.file)
+        if fetch and n > self.avail - self.pos:
+            raise _NeedMore(self.pos + n)
 
     def scalar(self, fmt: str, n: int, what: str) -> Any:
         self.need(n, what)
@@ -246,7 +265,7 @@ def _read_array(cur: _Cursor, what: str) -> tuple[Any, str]:
         raise fail("gguf.array.length", what, f"at most {MAX_ARRAY_ELEMENTS} elements", count, file=cur.file)
     label = f"ARRAY[{ValueType(etype).name}]"
     if etype == ValueType.STRING:
-        cur.need(count * 8, f"{what} ({count} strings)")  # each string takes >= 8 bytes
+        cur.need(count * 8, f"{what} ({count} strings)", fetch=False)  # each string takes >= 8 bytes
         return _read_strings(cur, count, what), label
     arr = cur.array(_SCALAR_DTYPES[ValueType(etype)], count, f"{what} ({count} x {ValueType(etype).name})")
     if etype == ValueType.BOOL:
@@ -307,7 +326,7 @@ def _read_strings(cur: _Cursor, count: int, what: str) -> StringArray:
 def _walk_strings(cur: _Cursor, buf: memoryview, count: int, what: str) -> tuple[bytes, array]:
     """The checks of :meth:`_Cursor.string` without its per-string calls and names: a tokenizer of
     20 million strings took 24 s through ``string`` and 6 s here (measured); names are built on error."""
-    pos, size = cur.pos, cur.size
+    pos, size = cur.pos, cur.avail      # the bytes at hand: cur.need says truncated or fetch more
     unpack = struct.Struct("<Q").unpack_from
     blob, ends = bytearray(), array("Q")
     for i in range(count):
@@ -476,8 +495,9 @@ def _read_tensor_info(cur: _Cursor, i: int, alignment: int, expected_offset: int
                           type_name=gtype.name, offset=offset, n_bytes=n_bytes)
 
 
-def _parse(buf: Any, size: int, file: str) -> tuple[GGUFHeader, dict[str, Any], list[GGUFTensorInfo]]:
-    cur = _Cursor(buf, size, file)
+def _parse(buf: Any, size: int, file: str,
+           avail: int | None = None) -> tuple[GGUFHeader, dict[str, Any], list[GGUFTensorInfo]]:
+    cur = _Cursor(buf, size, file, avail)
     magic = cur.raw(4, "magic")
     if magic != GGUF_MAGIC:
         raise fail("gguf.magic", "magic", "b'GGUF' (47 47 55 46)", magic, file=cur.file)
@@ -493,9 +513,9 @@ def _parse(buf: Any, size: int, file: str) -> tuple[GGUFHeader, dict[str, Any], 
     kv_count = cur.u64("metadata_kv_count")
     if kv_count > MAX_KV:
         raise fail("gguf.count.too_large", "metadata_kv_count", f"at most {MAX_KV}", kv_count, file=cur.file)
-    cur.need(kv_count * _MIN_KV_BYTES, f"{kv_count} metadata entries", "GGUF-1.5")
+    cur.need(kv_count * _MIN_KV_BYTES, f"{kv_count} metadata entries", "GGUF-1.5", fetch=False)
     metadata, types, alignment = _read_kvs(cur, kv_count)
-    cur.need(tensor_count * _MIN_TENSOR_INFO_BYTES, f"{tensor_count} tensor infos", "GGUF-1.5")
+    cur.need(tensor_count * _MIN_TENSOR_INFO_BYTES, f"{tensor_count} tensor infos", "GGUF-1.5", fetch=False)
     tensors: list[GGUFTensorInfo] = []
     seen: set[str] = set()
     expected = 0
@@ -536,7 +556,8 @@ class GGUFFile:
     """
 
     def __init__(self, file: str, header: GGUFHeader, metadata: dict[str, Any],
-                 tensors: list[GGUFTensorInfo], data: np.ndarray, mm: mmap.mmap | None) -> None:
+                 tensors: list[GGUFTensorInfo], data: np.ndarray, mm: mmap.mmap | None,
+                 source: ByteSource | None = None) -> None:
         self._file = file
         self._header = header
         self._metadata = MappingProxyType(metadata)
@@ -544,6 +565,7 @@ class GGUFFile:
         self._by_name = {t.name: t for t in tensors}
         self._data: np.ndarray | None = data
         self._mm = mm
+        self._source = source     # a remote file: ``data`` holds its header only, tensors are fetched
 
     # -- header facts ------------------------------------------------------------------------
     file = property(lambda self: self._file)
@@ -568,6 +590,8 @@ class GGUFFile:
         if self._data is None:
             raise ValueError(f"GGUF file {self._file} is closed")
         start = self._header.data_offset + info.offset
+        if self._source is not None:     # REMOTE-1.3: this tensor's bytes only, fetched now
+            return np.frombuffer(self._source.read(start, info.n_bytes), np.uint8)
         return self._data[start:start + info.n_bytes]
 
     def tensor_rows(self, name: str) -> np.ndarray:
@@ -644,6 +668,37 @@ def read_gguf(path: str | os.PathLike[str]) -> GGUFFile:
         _release(mm)  # the traceback still holds views of the mapping: it is unmapped when they go
         raise
     return GGUFFile(file, header, metadata, tensors, data, mm)
+
+
+FIRST_READ = 1 << 16            # a remote header's first request; more is asked for as the parse needs it
+MAX_REMOTE_HEADER = 1 << 28     # ours: the bytes a remote header (metadata + tensor infos) may take
+
+
+def read_gguf_source(src: ByteSource) -> GGUFFile:
+    """Validate a GGUF file read through a byte source (REMOTE-1.2): the same rules and codes as
+    :func:`read_gguf`. The header is fetched as a growing prefix: when the parse reaches the end of the bytes
+    fetched (not of the file) the prefix grows (at least doubling, up to :data:`MAX_REMOTE_HEADER`) and
+    the parse starts again, so the work stays within twice one parse. Tensor data is fetched on demand."""
+    have = bytearray()
+    want = min(src.size, FIRST_READ)
+    while True:
+        if want > len(have):
+            more = src.read(len(have), want - len(have))
+            if len(more) != want - len(have):
+                raise fail("gguf.truncated", "header", f"{want - len(have)} bytes at offset {len(have)}",
+                           f"{len(more)} bytes", file=src.name)
+            have += more
+        data = np.frombuffer(bytes(have), dtype=np.uint8)
+        try:
+            header, metadata, tensors = _parse(data, src.size, src.name, avail=len(have))
+        except _NeedMore as need:
+            want = min(src.size, max(need.upto, min(2 * len(have), MAX_REMOTE_HEADER)))
+            if need.upto > MAX_REMOTE_HEADER:
+                raise fail("remote.header.too_large", "header", f"at most {MAX_REMOTE_HEADER} bytes of metadata and "
+                           "tensor infos fetched (download the file to validate it)", f"{need.upto} bytes needed",
+                           file=src.name) from None
+            continue
+        return GGUFFile(src.name, header, metadata, tensors, data, None, source=src)
 
 
 def read_gguf_bytes(blob: bytes, *, name: str = "<bytes>") -> GGUFFile:

@@ -34,11 +34,9 @@ dtypes, and reinterpretation is the format layer's job (``TensorInfo.dtype`` say
 
 from __future__ import annotations
 
-import errno
 import json
 import math
 import os
-import stat
 import struct
 from typing import Any, ClassVar
 
@@ -47,9 +45,10 @@ from pydantic import BaseModel, ConfigDict
 
 from ..errors import brief_ascii, fail
 from ..findings import Finding, finding
+from .source import ByteSource, FileSource
 
 __all__ = [
-    "MAX_HEADER_SIZE", "DTYPES", "TensorInfo", "SafetensorsHeader", "read_header", "read_header_bytes",
+    "MAX_HEADER_SIZE", "DTYPES", "TensorInfo", "SafetensorsHeader", "read_header", "read_header_bytes", "read_header_source",
     "open_tensor", "numpy_dtype", "WARNING_CODES", "SCHEMA_MODELS", "JsonObject", "parse_json", "load_json", "is_text",
 ]
 
@@ -365,16 +364,18 @@ def read_header(path: str | os.PathLike[str]) -> SafetensorsHeader:
         OSError: the path cannot be read at all, or is not a regular file (a FIFO would block);
             :func:`qformats.containers.checkpoint.path_error` maps it to a could-not-run code.
     """
-    file = os.fspath(path)
-    st = os.stat(file)
-    if not stat.S_ISREG(st.st_mode):
-        raise OSError(errno.EINVAL, f"not a regular file ({stat.filemode(st.st_mode)})", file)
-    with open(file, "rb") as fh:
-        n = _header_length(fh.read(8), st.st_size, file)
-        raw = fh.read(n)
+    return read_header_source(FileSource(path))
+
+
+def read_header_source(src: ByteSource) -> SafetensorsHeader:
+    """:func:`read_header` through a byte source (a local file, an HTTP range reader; REMOTE-1.2): two
+    bounded reads, the 8-byte length and then the header, each checked against the cap and ``src.size`` first."""
+    file, size = src.name, src.size
+    n = _header_length(src.read(0, min(8, size)), size, file)
+    raw = src.read(8, n)
     if len(raw) != n:  # the file shrank between stat and read
         raise fail("st.truncated", "header", f"{n} bytes", f"{len(raw)} bytes", file=file)
-    return _parse(raw, n, st.st_size, file)
+    return _parse(raw, n, size, file)
 
 
 def read_header_bytes(blob: bytes, *, name: str = "<bytes>") -> SafetensorsHeader:
@@ -383,8 +384,8 @@ def read_header_bytes(blob: bytes, *, name: str = "<bytes>") -> SafetensorsHeade
     return _parse(bytes(blob[8:8 + n]), n, len(blob), name)
 
 
-def open_tensor(header: SafetensorsHeader, name: str) -> np.ndarray:
-    """One tensor as a read-only array memory-mapped from ``header.path`` (ST-5).
+def open_tensor(header: SafetensorsHeader, name: str, source: ByteSource | None = None) -> np.ndarray:
+    """One tensor as a read-only array memory-mapped from ``header.path`` (ST-5), or read from ``source``.
 
     BF16 comes back as ``uint16`` bits, F8 types as ``uint8``, sub-byte types as 1-D packed
     ``uint8`` bytes. Only this tensor's pages are mapped; the file is never written.
@@ -401,6 +402,9 @@ def open_tensor(header: SafetensorsHeader, name: str) -> np.ndarray:
     dtype = numpy_dtype(info.dtype)
     out_shape = (info.nbytes,) if info.dtype in _SUB_BYTE else info.shape
     _check_numpy_shape(name, out_shape, dtype.itemsize, header.path)
+    if source is not None:       # a remote file: this tensor's bytes only, fetched now (REMOTE-1.3)
+        arr = np.frombuffer(source.read(header.data_start + info.data_offsets[0], info.nbytes), np.uint8)
+        return arr.view(dtype).reshape(out_shape)
     size = os.stat(header.path).st_size
     if size != header.file_size:  # a shrunk file would fault (SIGBUS) inside the mapping
         raise fail("st.file.size", "file size", f"{header.file_size} bytes, as when the header was read",

@@ -1,0 +1,105 @@
+"""The audit table (spec/audit.md AUDIT-3): one Parquet part file per unit, written whole or not at all.
+
+Part files are ``part-<key>.parquet`` in the output directory, all of one :func:`schema`; the table is
+their concatenation, in key order. pyarrow is the optional extra ``qformats[audit]`` (AUDIT-1.2).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from ..errors import fail
+from ..executor import require
+
+__all__ = ["COLUMNS", "schema", "part_path", "parts", "write_part", "read_table", "rows", "clear_temporaries"]
+
+PREFIX, SUFFIX = "part-", ".parquet"
+
+# (column, pyarrow type name, meaning); the key fields first (AUDIT-2.1)
+COLUMNS = (
+    ("key", "string", "hash of the key fields: the part file's name"),
+    ("repo", "string", "a local directory (absolute), or a remote repository"),
+    ("revision", "string", "a remote revision; empty for local units"),
+    ("file", "string", "a file within repo; empty for a whole directory"),
+    ("qformats_version", "string", "the qformats that judged it"),
+    ("options", "string", "the validation options, canonical JSON"),
+    ("unit", "string", "what validate was given"),
+    ("verdict", "string", "valid, invalid or could-not-run"),
+    ("format", "string", "the formats found (validate's format), null when it could not run"),
+    ("container", "string", "safetensors, sharded, gguf, unreadable"),
+    ("errors", "int64", "findings of severity error"),
+    ("warnings", "int64", "findings of severity warning"),
+    ("info", "int64", "findings of severity info"),
+    ("finding_codes", "list<string>", "the distinct finding codes, sorted"),
+    ("layers", "int64", "rows of the report: quantized modules or checked GGUF tensors"),
+    ("tensors", "int64", "tensors in the checkpoint"),
+    ("tensors_checked", "int64", "tensors a check reached (CKPT-5.1)"),
+    ("tensors_unchecked", "int64", "tensors named as not checked, with their reasons in the report"),
+    ("bytes", "int64", "the unit's bytes (its files)"),
+    ("bytes_read", "int64", "bytes read where the reader counts them (remote sources); null for local files, "
+                            "which are memory-mapped"),
+    ("seconds", "double", "wall time of the unit"),
+    ("error_code", "string", "could-not-run: the error's code"),
+    ("error", "string", "could-not-run: the error's text"),
+)
+
+
+def schema() -> Any:
+    pa = require("pyarrow", "the audit table")
+    types = {"string": pa.string(), "int64": pa.int64(), "double": pa.float64(), "list<string>": pa.list_(pa.string())}
+    return pa.schema([pa.field(name, types[kind]) for name, kind, _ in COLUMNS])
+
+
+def part_path(out: Path, key: str) -> Path:
+    return Path(out) / f"{PREFIX}{key}{SUFFIX}"
+
+
+def parts(out: str | Path) -> list[Path]:
+    return sorted(p for p in Path(out).glob(f"{PREFIX}*{SUFFIX}") if p.is_file())
+
+
+def write_part(out: Path, row: dict[str, Any]) -> Path:
+    """AUDIT-3.1: write to a temporary name in ``out``, then rename: a part file is whole or absent."""
+    pa = require("pyarrow", "the audit table")
+    pq = require("pyarrow.parquet", "the audit table")
+    final = part_path(out, row["key"])
+    temporary = out / f".{final.name}.{os.getpid()}.tmp"
+    table = pa.Table.from_pylist([row], schema=schema())
+    pq.write_table(table, temporary)
+    os.replace(temporary, final)
+    return final
+
+
+def clear_temporaries(out: Path) -> None:
+    """Part files an interrupted audit had not finished writing (never renamed into place)."""
+    for stale in out.glob(f".{PREFIX}*{SUFFIX}.*.tmp"):
+        stale.unlink(missing_ok=True)
+
+
+def read_table(out: str | Path) -> Any:
+    """The whole table, rows in key order (AUDIT-3.3: no part files, or a foreign one, is could-not-run)."""
+    pa = require("pyarrow", "the audit table")
+    pq = require("pyarrow.parquet", "the audit table")
+    out, files = Path(out), parts(out)
+    if not files:
+        raise fail("audit.table.invalid", "DIR", f"a directory holding audit part files ({PREFIX}*{SUFFIX})",
+                   "none" if out.is_dir() else "not a directory", file=str(out))
+    tables = []
+    want = schema()
+    for file in files:
+        try:
+            table = pq.read_table(file)
+        except (OSError, pa.ArrowException) as exc:
+            raise fail("audit.table.invalid", file.name, "a Parquet file", f"{type(exc).__name__}: {exc}",
+                       file=str(file)) from None
+        if not table.schema.equals(want, check_metadata=False):
+            raise fail("audit.table.invalid", file.name, "a part file of the audit table's columns",
+                       ", ".join(table.schema.names), file=str(file))
+        tables.append(table)
+    return pa.concat_tables(tables).sort_by("key")
+
+
+def rows(out: str | Path) -> list[dict[str, Any]]:
+    return read_table(out).to_pylist()

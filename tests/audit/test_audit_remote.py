@@ -1,0 +1,70 @@
+"""`qformats audit` of hub repositories (issue 32 item 5): the 19 fixture checkpoints served as repos by the hub
+stand-in of tests/remote (127.0.0.1, driven through huggingface_hub), audited as hf:// units, interrupted and
+resumed (spec/audit.md AUDIT-2.1, AUDIT-3.2)."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from qformats.audit import audit, run_unit
+from qformats.audit.table import rows
+
+from .conftest import FIXTURES, ROOT, fixture_units, load_module
+
+pytest.importorskip("huggingface_hub", reason="the extra qformats[hub] (make test installs it)")
+RUNS: Counter = Counter()
+
+
+def _counted(work: dict) -> dict:
+    RUNS[work["unit"]["source"]] += 1
+    return run_unit(work)
+
+
+@pytest.fixture
+def repos(monkeypatch) -> list[str]:
+    """Each fixture checkpoint as the repo fixtures/NAME (a .gguf file as the repo's one file); its hf:// units."""
+    hub = load_module("qformats_test_hubstub", ROOT / "tests" / "remote" / "hubstub.py").Hub().start()
+    monkeypatch.setenv("HF_ENDPOINT", hub.endpoint)
+    for name in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_HUB_OFFLINE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HF_HUB_DISABLE_IMPLICIT_TOKEN", "1")
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+    units = []
+    for path in map(Path, fixture_units()):
+        if path.is_dir():
+            units.append(f"hf://{hub.add_dir(f'fixtures/{path.name}', path)}")
+        else:
+            repo = hub.add_files(f"fixtures/{path.stem.replace('.', '_')}", {path.name: path.read_bytes()})
+            units.append(f"hf://{repo}/{path.name}")
+    yield units
+    hub.stop()
+
+
+def test_remote_audit_interrupted_and_resumed_runs_each_repo_once(repos, tmp_path):
+    """AUDIT-3.2 over hf:// units: interrupted after 6 repos and resumed, each repo ran once, the verdicts and error
+    codes are those fixtures/manifest.json expects of the checkpoints, and each row says the bytes fetched."""
+    RUNS.clear()
+    out = tmp_path / "out"
+    seen = []
+
+    def interrupt(row: dict) -> None:
+        seen.append(row)
+        if len(seen) == 6:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        audit(repos, out, deep=True, sample=1000, process=_counted, on_row=interrupt)
+    done = audit(repos, out, deep=True, sample=1000, resume=True, process=_counted)
+    assert (done["run"], done["skipped"]) == (13, 6) and RUNS == Counter(dict.fromkeys(repos, 1))
+    expect = {c["files"][0]["path"].split("/")[1]: c["expect"] for c in json.loads(
+        (FIXTURES / "manifest.json").read_text())["cases"] if c["files"][0]["path"].startswith("checkpoints/")}
+    got = {r["file"] or r["repo"].split("/")[1]: r for r in rows(out)}
+    assert set(got) == set(expect) == {Path(u).name for u in fixture_units()}
+    for name, want in expect.items():
+        assert (got[name]["verdict"], got[name]["revision"]) == (want["verdict"], ""), name
+        assert set(want["codes"]) <= set(got[name]["finding_codes"]), name
+        assert got[name]["bytes_read"] > 0 and got[name]["bytes"] > 0, name
