@@ -87,13 +87,15 @@ def _text_width(asked: int | None) -> int | None:
 
 @_json_even_if_could_not_run
 def _cmd_inspect(args: argparse.Namespace) -> int:
-    from .inspect import empty_reason, gguf_header, render, rows
+    from .inspect import empty_reason, render, rows_and_header
 
     from .report import not_checked, plural, scope
 
-    report, table = rows(args.path, args.format, progress=_progress_bar(sys.stderr), sample=args.sample)
-    header = gguf_header(args.path)
-    pictures = _inspect_html(args, report, table, header) if args.html else {}
+    report, table, header = rows_and_header(args.path, args.format, progress=_progress_bar(sys.stderr),
+                                            sample=args.sample)
+    pictures = {}
+    if args.html:
+        report, pictures = _inspect_html(args, report, table, header)
     if args.json:                    # the validate document plus the rows and the header (spec/schemas/report.json)
         doc = {**report.model_dump(), "rows": table, "header": header, **pictures}
         sys.stdout.write(json.dumps(doc, indent=2, default=str) + "\n")
@@ -114,15 +116,20 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
     return report.exit_code()
 
 
-def _inspect_html(args: argparse.Namespace, report: object, table: list, header: object) -> dict:
+def _inspect_html(args: argparse.Namespace, report: object, table: list, header: object) -> tuple[object, dict]:
     """``inspect --html FILE``: the page drawn from the inspect document and its pictures (INSPECT-1); returns
-    ``{"pictures": ...}`` for ``--json`` to carry too."""
+    the report (a remote checkpoint's reads for the pictures counted in it) and ``{"pictures": ...}`` for
+    ``--json`` to carry too."""
     from pathlib import Path
 
+    from .inspect import with_traffic
     from .pictures.data import collect
     from .pictures.page import inspect_page
 
-    pictures = collect(args.path, table).model_dump()
+    opened: list = []
+    pictures = collect(args.path, table, opened).model_dump()
+    if report is not None and opened:
+        report = with_traffic(report, getattr(opened[0], "io", None))
     doc = {**report.model_dump(), "rows": table, "header": header, "pictures": pictures}
     page = inspect_page(json.loads(json.dumps(doc, default=str)))
     try:
@@ -132,7 +139,7 @@ def _inspect_html(args: argparse.Namespace, report: object, table: list, header:
 
         raise fail("argument.invalid", "--html", "a file path that can be written", err.strerror or str(err),
                    file=args.html) from None
-    return {"pictures": pictures}
+    return report, {"pictures": pictures}
 
 
 def _cmd_decode(args: argparse.Namespace) -> int:

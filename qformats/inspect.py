@@ -38,13 +38,40 @@ def rows(path: str, fmt: str = "auto", progress: Progress | None = None,
     """The validator's report and the table rows: its layers, or every tensor of a GGUF file (tensors
     of types qformats cannot check get a row without statistics; the report warns about them).
     ``progress``: called per layer as validate calls it (the CLI's bar on a terminal)."""
+    report, table, _ = rows_and_header(path, fmt, progress, sample)
+    return report, table
+
+
+def rows_and_header(path: str, fmt: str = "auto", progress: Progress | None = None,
+                    sample: int | None = None) -> tuple[Report | None, list[dict[str, Any]], dict[str, Any] | None]:
+    """:func:`rows` and :func:`gguf_header` from one more opening of a GGUF file; a remote file's second
+    header read is added to the bytes and requests the report says were fetched (REMOTE-4.3)."""
     report = validate(path, deep=True, fmt=fmt, progress=progress, sample=sample)
-    if not str(path).lower().endswith(".gguf") or report.format == "unknown":
-        return report, report.layers
+    if not str(path).lower().endswith(".gguf"):
+        return report, report.layers, None
     checked = {row["layer"]: row for row in report.layers}
-    with open_checkpoint(path) as ckpt:
-        return report, [checked.get(info.name) or _unchecked_row(info) for info in ckpt.gguf.tensors
-                        if fmt == "auto" or info.name in checked]
+    try:
+        with open_checkpoint(path) as ckpt:
+            header = header_summary(ckpt.gguf) if ckpt.kind == "gguf" else None
+            table = report.layers if report.format == "unknown" else [
+                checked.get(info.name) or _unchecked_row(info) for info in ckpt.gguf.tensors
+                if fmt == "auto" or info.name in checked]
+            report = with_traffic(report, getattr(ckpt, "io", None))
+    except QFormatsError:            # a malformed file: the report's finding says why; there is no header
+        return report, report.layers, None
+    return report, table, header
+
+
+def with_traffic(report: Report, io: Any) -> Report:
+    """The report with a remote checkpoint's further reads through ``io`` (another opening of it: the GGUF
+    header, the pictures) counted in ``summary.remote`` (bytes and requests, REMOTE-4.3)."""
+    remote = report.summary.get("remote") if getattr(io, "remote", False) else None
+    if not remote:
+        return report
+    more = io.summary()
+    remote = {**remote, "bytes_fetched": remote["bytes_fetched"] + more["bytes_fetched"],
+              "requests": remote["requests"] + more["requests"]}
+    return report.model_copy(update={"summary": {**report.summary, "remote": remote}})
 
 
 def gguf_header(path: str) -> dict[str, Any] | None:

@@ -222,7 +222,7 @@ def _safetensors_pictures(ckpt: Any, rows: dict[str, dict[str, Any]], skipped: d
             skipped[group.name] = f"not decoded: {err.code}"
 
 
-def collect(path: str, table: list[dict[str, Any]]) -> Pictures:
+def collect(path: str, table: list[dict[str, Any]], opened: list | None = None) -> Pictures:
     """The pictures of the layers in ``table`` (inspect's rows) of the checkpoint at ``path``: each layer decoded
     once more, a slice of rows at a time (INSPECT-2.1). Layers that cannot be decoded are listed in
     ``not_drawn``; a checkpoint that cannot be opened has no pictures (its report says why)."""
@@ -232,6 +232,8 @@ def collect(path: str, table: list[dict[str, Any]]) -> Pictures:
     skipped: dict[str, str] = {}
     try:
         with open_checkpoint(path) as ckpt:
+            if opened is not None:        # the caller counts a remote checkpoint's reads (REMOTE-4.3)
+                opened.append(ckpt)
             if ckpt.kind == "gguf":
                 tensors = list(_gguf_pictures(ckpt, set(rows)))
             else:

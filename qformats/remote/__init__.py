@@ -128,6 +128,24 @@ def discover(io: RemoteFiles, opener: Callable[[], ck.Checkpoint]) -> ck.Checkpo
         raise
 
 
+def audit_unit(arg: str) -> Any:
+    """The audit's resolver for ``hf://`` units (spec/audit.md AUDIT-2.1): the revision pinned to the commit the
+    hub lists now, so ``--resume`` re-runs a repository that changed since. When the listing fails the unit keeps
+    the revision as written and its run records the could-not-run error."""
+    if not str(arg).startswith("hf://"):
+        return None
+    import dataclasses
+
+    from ..audit.units import remote
+    from .hub import commit
+
+    unit = remote(arg)
+    try:
+        return dataclasses.replace(unit, revision=commit(arg))
+    except QFormatsError:
+        return unit
+
+
 def open_remote(url: str) -> ck.Checkpoint:
     """REMOTE-2: a checkpoint at ``hf://ORG/REPO[@REV][/FILE]`` (through huggingface_hub) or an http(s) URL of
     one file (``.safetensors``, ``.gguf`` or a ``*.safetensors.index.json`` whose shards sit beside it)."""

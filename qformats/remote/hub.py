@@ -89,6 +89,14 @@ def _listing(api: Any, uri: Any, url: str) -> Any:
     raise AssertionError("unreachable")  # pragma: no cover
 
 
+def commit(url: str) -> str:
+    """AUDIT-2.1: the commit an ``hf://`` address names now (its revision resolved by one listing request)."""
+    _hub()
+    uri = _parse(url)
+    info = _listing(_hub().HfApi(endpoint=endpoint()), uri, url)
+    return info.sha or uri.revision or "main"
+
+
 def open_hub(url: str) -> ck.Checkpoint:
     """REMOTE-2.1: list the repository (pinned to its commit), then discover the checkpoint as a directory (the
     repository or FILE's folder) or a single FILE, every file read by ranged requests."""

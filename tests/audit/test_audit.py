@@ -186,10 +186,11 @@ def test_plain_progress_lines_when_not_a_terminal(tmp_path, capsys):
                  id="dataset"),
     pytest.param("https://host.example/a/b.gguf?download=1", ("https://host.example/a", "", "b.gguf"), id="url"),
 ])
-def test_remote_units_are_keyed_without_a_request(arg, key):
-    """AUDIT-2.1: hf://ORG/REPO[@REV][/FILE] is keyed by repo, the revision as written and the file; a URL by its
-    directory and file name; resolving them fetches nothing (their size is unknown until they run)."""
-    from qformats.audit.units import resolve
+def test_remote_units_are_parsed_without_a_request(arg, key):
+    """AUDIT-2.1: hf://ORG/REPO[@REV][/FILE] is parsed into repo, the revision as written and the file; a URL into
+    its directory and file name; parsing fetches nothing (resolving then pins an hf:// revision to its commit,
+    tests/audit/test_audit_remote.py)."""
+    from qformats.audit.units import remote
 
-    unit = resolve(arg)
+    unit = remote(arg)
     assert (unit.repo, unit.revision, unit.file, unit.source, unit.bytes) == (*key, arg, None)

@@ -4,6 +4,7 @@ resumed (spec/audit.md AUDIT-2.1, AUDIT-3.2)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections import Counter
 from pathlib import Path
@@ -22,6 +23,36 @@ RUNS: Counter = Counter()
 def _counted(work: dict) -> dict:
     RUNS[work["unit"]["source"]] += 1
     return run_unit(work)
+
+
+@pytest.fixture
+def hub(monkeypatch):
+    """The hub stand-in, HF_ENDPOINT pointed at it, no token."""
+    hub = load_module("qformats_test_hubstub", ROOT / "tests" / "remote" / "hubstub.py").Hub().start()
+    monkeypatch.setenv("HF_ENDPOINT", hub.endpoint)
+    for name in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_HUB_OFFLINE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HF_HUB_DISABLE_IMPLICIT_TOKEN", "1")
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+    yield hub
+    hub.stop()
+
+
+def test_resume_reruns_a_repository_that_has_a_new_commit(hub, tmp_path):
+    """AUDIT-2.1: an hf:// unit is keyed by the commit its revision names when the audit resolves it, so --resume
+    skips the unchanged repository and runs the one with a new commit (its old row stays beside the new one)."""
+    same = hub.add_dir("org/same", FIXTURES / "checkpoints" / "gptq_v1_sym_4bit")
+    moved = hub.add_dir("org/moved", FIXTURES / "checkpoints" / "gptq_v1_sym_4bit")
+    out, units = tmp_path / "out", [f"hf://{same}", f"hf://{moved}"]
+    RUNS.clear()
+    audit(units, out, process=_counted)
+    new = hub.commit(moved)
+    done = audit(units, out, resume=True, process=_counted)
+    assert (done["run"], done["skipped"]) == (1, 1)
+    old = hashlib.sha1(moved.encode()).hexdigest()           # the stand-in's first commit of a repository
+    assert old != new
+    assert sorted((r["repo"], r["revision"]) for r in rows(out)) == sorted(
+        [(moved, old), (moved, new), (same, hub.sha(same))])
 
 
 @pytest.fixture
@@ -65,6 +96,7 @@ def test_remote_audit_interrupted_and_resumed_runs_each_repo_once(repos, tmp_pat
     got = {r["file"] or r["repo"].split("/")[1]: r for r in rows(out)}
     assert set(got) == set(expect) == {Path(u).name for u in fixture_units()}
     for name, want in expect.items():
-        assert (got[name]["verdict"], got[name]["revision"]) == (want["verdict"], ""), name
+        assert got[name]["verdict"] == want["verdict"], name
+        assert got[name]["revision"] == hashlib.sha1(f"fixtures/{got[name]['repo'].split('/')[1]}".encode()).hexdigest()
         assert set(want["codes"]) <= set(got[name]["finding_codes"]), name
         assert got[name]["bytes_read"] > 0 and got[name]["bytes"] > 0, name

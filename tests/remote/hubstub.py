@@ -42,6 +42,7 @@ class Hub:
 
     def __init__(self) -> None:
         self.repos: dict[str, dict[str, bytes]] = {}
+        self.commits: dict[str, str] = {}
         self.faults = Faults()
         self.sent: dict[tuple[str, str], int] = {}
         self.requests: list[tuple[str, str, str | None]] = []
@@ -74,9 +75,17 @@ class Hub:
         self.repos[repo] = {p.name: _OnDisk(p) for p in sorted(directory.iterdir()) if p.is_file()}
         return repo
 
-    @staticmethod
-    def sha(repo: str) -> str:
-        return hashlib.sha1(repo.encode()).hexdigest()
+    def sha(self, repo: str) -> str:
+        """The repository's commit: a hash of its name, or of its name and files after :meth:`commit`."""
+        return self.commits.get(repo) or hashlib.sha1(repo.encode()).hexdigest()
+
+    def commit(self, repo: str) -> str:
+        """A new commit of ``repo`` (its files as they are now): the sha changes, as the hub's would."""
+        digest = hashlib.sha1(repo.encode())
+        for name, data in sorted(self.repos[repo].items()):
+            digest.update(name.encode() + bytes(data[:]))
+        self.commits[repo] = digest.hexdigest()
+        return self.commits[repo]
 
     def url(self, repo: str, path: str) -> str:
         return f"{self.endpoint}/{repo}/resolve/main/{path}"

@@ -412,6 +412,20 @@ def test_cli_inspect_gguf_rows_for_the_sample(hub, capsys):
     assert len(stats) == 2 and len(doc["rows"]) == doc["summary"]["tensors"]
 
 
+@pytest.mark.parametrize("html", [False, True], ids=["table", "html"])
+def test_cli_inspect_gguf_counts_every_byte_it_fetched(hub, capsys, tmp_path, html):
+    """REMOTE-4.3: inspect opens a remote GGUF again for its header and rows (and with --html for the pictures);
+    the bytes and requests the document says are all the server sent, counted by the server."""
+    repo = hub.add_files("org/gguf", {"q4_k_m.gguf": (CKPTS / "q4_k_m.gguf").read_bytes()})
+    hub.reset()
+    extra = ["--html", str(tmp_path / "page.html")] if html else []
+    assert main(["inspect", f"hf://{repo}/q4_k_m.gguf", "--sample", "2", "--json", *extra]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    ranged = [r for r in hub.requests if "/resolve/" in r[1]]
+    assert doc["summary"]["remote"]["bytes_fetched"] == hub.served(repo)
+    assert doc["summary"]["remote"]["requests"] == len(ranged)
+
+
 # -- REMOTE-1.1 and REMOTE-3.5 ------------------------------------------------------------------------------------
 
 def test_read_outside_the_file_is_refused_before_any_request(hub):
