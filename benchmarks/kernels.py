@@ -284,16 +284,7 @@ def tinygemm_peer(layer: dict, ref, x1, x16, t_lin1: float, t_lin16: float) -> d
     """torch.ops.aten._weight_int4pack_mm on the same symmetric 4-bit group-128 layer: tinygemm reads
     ``(q - 8) * scale + zero`` with bfloat16 scales and x, so its check is the relative error against the
     float64 reference (bfloat16 operands: 1e-3 to 1e-2 expected), not QF-4.6."""
-    row = {"shape": [int(layer["scales"].shape[1]), int(layer["g_idx"].shape[0])], "format": "peer tinygemm"}
-    try:
-        row |= _tinygemm_row(layer, ref, x1, x16, t_lin1, t_lin16)
-        line = (f"peer torch tinygemm check {row['check']:8s} GEMV {row['gemv_vs_f_linear']:5.2f}x F.linear | "
-                f"batch 16 {row['batch16_vs_f_linear']:5.2f}x F.linear (relative error {row['relative_error']:.2g})")
-    except Exception as exc:  # noqa: BLE001 - a missing or failing peer is reported, never fatal
-        row["unavailable"] = f"{type(exc).__name__}: {str(exc)[:160]}"
-        line = f"peer torch tinygemm: not available here ({row['unavailable']})"
-    print(f"{'':14}{line}", flush=True)
-    return row
+    return _peer("peer tinygemm", "torch tinygemm", _tinygemm_row, layer, ref, x1, x16, t_lin1, t_lin16)
 
 
 def _tinygemm_row(layer: dict, ref, x1, x16, t_lin1: float, t_lin16: float) -> dict:
@@ -363,14 +354,21 @@ def peer_module(layer: dict, bits: int = 4, group_size: int = 128):
 
 def peer(layer: dict, ref, x1, x16, t_lin1: float, t_lin16: float) -> dict:
     """One row: the peer's check against the same QF-4.6 bound, and its speed against F.linear."""
-    row = {"shape": [int(layer["scales"].shape[1]), int(layer["g_idx"].shape[0])], "format": "peer GPTQModel"}
+    return _peer("peer GPTQModel", "GPTQModel", _peer_row, layer, ref, x1, x16, t_lin1, t_lin16)
+
+
+def _peer(fmt: str, name: str, measure, layer: dict, *args) -> dict:
+    """A peer's row from ``measure(layer, ref, x1, x16, t_lin1, t_lin16)``, printed; a missing or failing peer
+    is reported in the row, never fatal."""
+    row = {"shape": [int(layer["scales"].shape[1]), int(layer["g_idx"].shape[0])], "format": fmt}
     try:
-        row |= _peer_row(layer, ref, x1, x16, t_lin1, t_lin16)
-        line = (f"peer GPTQModel {row['module']} check {row['check']:8s} GEMV {row['gemv_vs_f_linear']:5.2f}x "
-                f"F.linear | batch 16 {row['batch16_vs_f_linear']:5.2f}x F.linear")
+        row |= measure(layer, *args)
+        error = f" (relative error {row['relative_error']:.2g})" if "relative_error" in row else ""
+        line = (f"peer {name} {row['module']} check {row['check']:8s} GEMV {row['gemv_vs_f_linear']:5.2f}x "
+                f"F.linear | batch 16 {row['batch16_vs_f_linear']:5.2f}x F.linear{error}")
     except Exception as exc:  # noqa: BLE001 - a missing or failing peer is reported, never fatal
-        row["unavailable"] = f"{type(exc).__name__}: {str(exc)[:100]}"
-        line = f"peer GPTQModel: not available here ({row['unavailable']})"
+        row["unavailable"] = f"{type(exc).__name__}: {str(exc)[:160]}"
+        line = f"peer {name}: not available here ({row['unavailable']})"
     print(f"{'':14}{line}", flush=True)
     return row
 

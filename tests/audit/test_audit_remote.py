@@ -56,14 +56,8 @@ def test_resume_reruns_a_repository_that_has_a_new_commit(hub, tmp_path):
 
 
 @pytest.fixture
-def repos(monkeypatch) -> list[str]:
+def repos(hub) -> list[str]:
     """Each fixture checkpoint as the repo fixtures/NAME (a .gguf file as the repo's one file); its hf:// units."""
-    hub = load_module("qformats_test_hubstub", ROOT / "tests" / "remote" / "hubstub.py").Hub().start()
-    monkeypatch.setenv("HF_ENDPOINT", hub.endpoint)
-    for name in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_HUB_OFFLINE"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("HF_HUB_DISABLE_IMPLICIT_TOKEN", "1")
-    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
     units = []
     for path in map(Path, fixture_units()):
         if path.is_dir():
@@ -71,8 +65,7 @@ def repos(monkeypatch) -> list[str]:
         else:
             repo = hub.add_files(f"fixtures/{path.stem.replace('.', '_')}", {path.name: path.read_bytes()})
             units.append(f"hf://{repo}/{path.name}")
-    yield units
-    hub.stop()
+    return units
 
 
 def test_remote_audit_interrupted_and_resumed_runs_each_repo_once(repos, tmp_path):
