@@ -164,7 +164,7 @@ def main() -> int:
     if not args.report_only:
         prepare(module, area, scratch)
         run_mutmut(scratch)
-    eq_path = HERE / "equivalent" / f"{Path(module).stem}.txt"
+    eq_path = HERE / "equivalent" / area.get("equivalent", f"{Path(module).stem}.txt")   # formats share stems
     return report(module, collect(module, scratch), read_equivalent(eq_path), eq_path)
 
 
