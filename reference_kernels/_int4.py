@@ -39,6 +39,7 @@ import triton.language as tl
 from . import _splitk
 from ._splitk import INTERPRETER_SMS, MAX_SPLIT_BATCH, REDUCE_BLOCK, Plan, make_plan  # noqa: F401 (re-exported)
 from ._splitk import codes_tile as _codes_tile
+from ._splitk import dot_wt, store_out
 from ._tiles import row_tile
 
 __all__ = ["Planes", "eligible", "make_planes", "dequantize", "matmul", "pack_along_k", "unpack_along_k"]
@@ -169,10 +170,7 @@ def _gemv_kernel(x_ptr, codes_ptr, zeros_ptr, scales_ptr, perm_ptr, part_ptr, y_
         xk = tl.load(x_ptr + rows, mask=r < K, other=0.0).to(tl.float32)
         t = tl.sum(xk[:, None] * (q - z[None, :]).to(tl.float32), axis=0)   # exact products, one group
         acc += s * t
-    if DIRECT:
-        tl.store(y_ptr + n, acc.to(tl.float16), mask=n < N)
-    else:
-        tl.store(part_ptr + split * (16 * N) + n, acc, mask=n < N)   # workspace (S, 16, N), row 0
+    store_out(acc, y_ptr, part_ptr, split, n, n < N, N, DIRECT)   # workspace (S, 16, N), row 0
 
 
 @triton.jit
@@ -199,10 +197,7 @@ def _gemv_once_kernel(x_ptr, codes_ptr, zeros_ptr, scales_ptr, perm_ptr, part_pt
         xk = tl.load(x_ptr + rows, mask=r < K, other=0.0).to(tl.float32)
         acc += xk[:, :, None] * (s[None, None, :] * (q - z[None, None, :]).to(tl.float32))
     out = tl.sum(tl.sum(acc, axis=0), axis=0)
-    if DIRECT:
-        tl.store(y_ptr + n, out.to(tl.float16), mask=n < N)
-    else:
-        tl.store(part_ptr + split * (16 * N) + n, out, mask=n < N)
+    store_out(out, y_ptr, part_ptr, split, n, n < N, N, DIRECT)
 
 
 @triton.jit
@@ -222,15 +217,9 @@ def _batch_kernel(x_ptr, codes_ptr, zeros_ptr, scales_ptr, perm_ptr, part_ptr, y
         w = tl.trans(s[None, :] * (q - z[None, :]).to(tl.float32))   # (BN, BK), exact in float32
         rows = tl.load(perm_ptr + r, mask=r < K, other=0) if HAS_PERM else r
         xt = tl.load(x_ptr + m[None, :] * K + rows[:, None], mask=(r < K)[:, None] & (m < M)[None, :], other=0.0)
-        if FP16_W:                                               # W rounded once to float16 (QF-4.6)
-            acc += tl.dot(w.to(tl.float16), xt, out_dtype=tl.float32)
-        else:
-            acc += tl.dot(w, xt.to(tl.float32), input_precision="ieee", out_dtype=tl.float32)
-    mask = (n < N)[:, None] & (m < M)[None, :]
-    if DIRECT:
-        tl.store(y_ptr + m[None, :] * N + n[:, None], acc.to(tl.float16), mask=mask)
-    else:
-        tl.store(part_ptr + split * (16 * N) + m[None, :] * N + n[:, None], acc, mask=mask)
+        acc = dot_wt(acc, w, xt, FP16_W)                         # W rounded once to float16 (QF-4.6)
+    store_out(acc, y_ptr, part_ptr, split, m[None, :] * N + n[:, None], (n < N)[:, None] & (m < M)[None, :], N,
+              DIRECT)
 
 
 # -- tile plans ----------------------------------------------------------------------------------------

@@ -25,7 +25,7 @@ import torch
 import triton
 import triton.language as tl
 
-__all__ = ["Plan", "make_plan", "sms", "workspace", "reduce", "codes_tile", "tune", "tuned",
+__all__ = ["Plan", "make_plan", "sms", "workspace", "reduce", "codes_tile", "dot_wt", "store_out", "tune", "tuned",
            "MAX_SPLIT", "MAX_SPLIT_BATCH", "INTERPRETER_SMS", "REDUCE_BLOCK"]
 
 MAX_SPLIT = 16                                   # slices of K at most (the workspace's first axis)
@@ -55,7 +55,7 @@ def make_plan(candidate: tuple, k: int, n: int, group_tile: int, sms: int) -> Pl
     bn, bk_cap, per_sm, warps, stages, *once = candidate
     bk = min(group_tile, bk_cap)
     steps = triton.cdiv(k, bk)
-    want = max(1, min(steps, triton.cdiv(per_sm * sms, triton.cdiv(n, bn)), MAX_SPLIT))
+    want = max(1, min(steps, triton.cdiv(per_sm * sms, max(1, triton.cdiv(n, bn))), MAX_SPLIT))
     per = triton.cdiv(steps, want)
     return Plan(bn, bk, triton.cdiv(steps, per), per * bk, warps, stages, once=bool(once and once[0]))
 
@@ -100,6 +100,26 @@ def codes_tile(codes_ptr, r0, n, N, KW, BITS: tl.constexpr, BN: tl.constexpr, BK
     shifts = tl.arange(0, PER) * BITS
     q = (words[:, None, :] >> shifts[None, :, None]) & ((1 << BITS) - 1)   # the sign bits shifted in are masked
     return tl.reshape(q, (BK, BN))
+
+
+@triton.jit
+def dot_wt(acc, w, xt, FP16_W: tl.constexpr):
+    """``acc + W x^T`` for a float32 weight tile ``(BN, BK)``, the MMA's large side, and float16 ``x^T``
+    ``(BK, BM)``: W rounded once to float16 for tensor cores when every |W| fits (QF-4.6), else float32
+    operands with IEEE products (no TF32)."""
+    if FP16_W:
+        return acc + tl.dot(w.to(tl.float16), xt, out_dtype=tl.float32)
+    return acc + tl.dot(w, xt.to(tl.float32), input_precision="ieee", out_dtype=tl.float32)
+
+
+@triton.jit
+def store_out(out, y_ptr, part_ptr, split, offs, mask, N, DIRECT: tl.constexpr):
+    """A program's float32 result at element offsets ``offs`` of the ``(M, N)`` output: rounded once to
+    float16 into y when K is not split, else into slice ``split`` of the workspace ``(S, 16, N)``."""
+    if DIRECT:
+        tl.store(y_ptr + offs, out.to(tl.float16), mask=mask)
+    else:
+        tl.store(part_ptr + split * (16 * N) + offs, out, mask=mask)
 
 
 # -- the tuner ---------------------------------------------------------------------------------------------

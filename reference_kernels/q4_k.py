@@ -1,8 +1,8 @@
 """llama.cpp q4_K in Triton: dequantize and fused dequantize-and-multiply (spec/q4_k.md).
 
-Reads top to bottom: entry points, load-time preparation and checks, the one device function that reads a
-weight; the prepared layer, launchers, kernels and tile configurations are shared by the super-block types
-(``_superblock.py``).
+Reads top to bottom: entry points, load-time preparation (checks and the planes), the one device function
+that reads a tile of weights from the planes; the prepared layer, launchers, kernels and tile plans are shared
+by the ggml block types (``_superblock.py``, KC-7.5).
 
 Block geometry (Q4K-1.1): 144 bytes = 2 (d) + 2 (dmin) + 12 (scales) + 128 (qs) for 256 weights in
 8 sub-blocks of 32. Weight ``i`` of a block is in sub-block ``j = i // 32`` at ``l = i % 32``; its
@@ -18,6 +18,12 @@ one rounding is the subtraction, with or without FMA. The float32 value is bit-i
 ``d``/``dmin`` (invalid, Q4K-5.4) are evaluated like llama.cpp does (Q4K-3.3). The batched matmul
 rounds W once to float16 for tensor cores (QF-4.6) only where every block's ``63 * (15|d| + |dmin|)``
 fits float16; otherwise (``d`` near 65504, huge rows) it multiplies float32 operands.
+
+Planes (KC-7.5), made at prepare from the same bytes: the codes ``(K / 8, rows)`` int32, 4-bit fields
+along K (weight ``i`` of a block at row ``256 b + i``); ``sc`` and ``m`` ``(K / 32, rows)`` uint8 (the
+6-bit unpacking above, done once); ``d`` and ``dmin`` ``(K / 256, rows)`` float16. A K step of ``BK`` rows
+and ``BN`` columns reads ``BK / 8`` code words, ``BK / 32`` scale and min bytes and one ``d``, ``dmin`` per
+column: ``BK * 4.5 / 8`` bytes (with the float16 pair once per 256 rows), the block's 144 bytes per 256.
 """
 
 from __future__ import annotations
@@ -31,7 +37,8 @@ from qformats.errors import fail
 from ._arrays import Inputs
 from . import _superblock as superblock
 from ._prepared import block_entries
-from ._superblock import fp16_at
+from ._splitk import codes_tile
+from ._superblock import affine_tile, codes_plane, fp16_plane, k_plane, scale_min_k4
 
 __all__ = ["dequantize", "matmul", "prepare", "Prepared", "dequantize_prepared", "matmul_prepared"]
 
@@ -47,7 +54,17 @@ matmul_prepared = superblock.matmul_prepared
 
 def _prepare(inputs: Inputs, rows: int, n: int) -> Prepared:
     b = _checked(inputs.t["blocks"], rows, n)
-    return Prepared(b, rows, n, _values, BLOCK_BYTES, _fp16_safe(b))
+    return Prepared(b, rows, n, _planes(b, rows, n), _values, _fp16_safe(b), "q4_k")
+
+
+def _planes(blocks: torch.Tensor, rows: int, n: int) -> tuple[torch.Tensor, ...]:
+    """codes, sc, m, d, dmin (module docstring): sub-block ``2t`` is the low nibbles of ``qs[32t .. 32t + 32]``,
+    ``2t + 1`` their high nibbles (Q4K-1.5)."""
+    b = blocks.reshape(rows, n // QK_K, BLOCK_BYTES)
+    qs = b[..., 16:].reshape(rows, n // QK_K, 4, 1, 32)
+    codes = torch.cat([qs & 15, qs >> 4], dim=3)                     # (rows, nb, t, nibble, l): row order
+    sc, m = scale_min_k4(b[..., 4:16])
+    return codes_plane(codes, 4), k_plane(sc), k_plane(m), fp16_plane(b, 0), fp16_plane(b, 2)
 
 
 dequantize, matmul, prepare = block_entries(_prepare, dequantize_prepared, matmul_prepared)
@@ -72,14 +89,7 @@ def _checked(blocks: torch.Tensor, rows: int, n: int) -> torch.Tensor:
 # -- kernels -----------------------------------------------------------------------------------------
 
 @triton.jit
-def _values(blk, j, l):
-    """float32 weight ``l`` of sub-block ``j`` of the block at byte ``blk`` (all broadcast together)."""
-    lo = j < 4
-    a = tl.load(blk + 4 + j).to(tl.int32)                             # s[j]
-    b = tl.load(blk + 8 + j).to(tl.int32)                             # s[j + 4]
-    c = tl.load(blk + 4 + tl.where(lo, j, j - 4)).to(tl.int32)        # s[j - 4] where j >= 4
-    sc = tl.where(lo, a & 63, (b & 15) | ((c >> 6) << 4)).to(tl.float32)
-    m = tl.where(lo, b & 63, (b >> 4) | ((a >> 6) << 4)).to(tl.float32)
-    byte = tl.load(blk + 16 + 32 * (j // 2) + l).to(tl.int32)
-    q = tl.where(j % 2 == 1, byte >> 4, byte & 15).to(tl.float32)
-    return (fp16_at(blk) * sc) * q - fp16_at(blk + 2) * m          # one rounding: the subtraction
+def _values(codes, sc, m, d, dmin, unused, r0, n, K, N, BK: tl.constexpr, BN: tl.constexpr):
+    """The float32 tile ``W^T[r0 .. r0 + BK, n]`` (one super-block): ``(d * sc) * q - dmin * m``."""
+    q = codes_tile(codes, r0, n, N, K // 8, 4, BN, BK)
+    return affine_tile(q, sc, m, d, dmin, r0, n, K, N, BK, BN)

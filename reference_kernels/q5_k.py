@@ -1,8 +1,8 @@
 """llama.cpp q5_K in Triton: dequantize and fused dequantize-and-multiply (spec/ggml_kquants.md KQ-5).
 
-Reads top to bottom: entry points, load-time preparation and checks, the one device function that reads a
-weight; the prepared layer, launchers, kernels and tile configurations are shared by the super-block types
-(``_superblock.py``).
+Reads top to bottom: entry points, load-time preparation (checks and the planes), the one device function
+that reads a tile of weights from the planes; the prepared layer, launchers, kernels and tile plans are shared
+by the ggml block types (``_superblock.py``, KC-7.5).
 
 Block geometry (KQ-5.1, ``block_q5_K`` in ggml-common.h): 176 bytes = 2 (d) + 2 (dmin) + 12 (scales) + 32 (qh)
 + 128 (qs) for 256 weights in 8 sub-blocks of 32::
@@ -26,8 +26,11 @@ float16. Blocks with inf/NaN ``d``/``dmin`` (invalid, GGML-3.1) are evaluated li
 batched matmul rounds W once to float16 for tensor cores (QF-4.6) only where every block's
 ``63 * (31 |d| + |dmin|)`` fits float16; otherwise it multiplies float32 operands.
 
-The blocks are 176 bytes, a multiple of 4 but read as bytes all the same (the float16 fields as two
-byte loads and one bit cast), like the other ggml kernels.
+Planes (KC-7.5), made at prepare from the same bytes: the low nibbles ``(K / 8, rows)`` int32 (4-bit fields
+along K), the high bits ``(K / 32, rows)`` int32 (bit ``l`` of word ``8 b + j`` is bit ``j`` of ``qh[l]`` of
+block ``b``: one word per sub-block), ``sc`` and ``m`` ``(K / 32, rows)`` uint8 (unpacked once), ``d`` and
+``dmin`` ``(K / 256, rows)`` float16. A K step of ``BK`` rows reads ``BK / 8 + BK / 32`` words and
+``BK / 32`` scale and min bytes per column: the block's 176 bytes per 256 weights.
 """
 
 from __future__ import annotations
@@ -39,7 +42,8 @@ import triton.language as tl
 from ._arrays import Inputs, checked_blocks
 from . import _superblock as superblock
 from ._prepared import block_entries
-from ._superblock import fp16_at
+from ._splitk import codes_tile
+from ._superblock import affine_tile, codes_plane, fp16_plane, k_plane, scale_min_k4
 
 __all__ = ["dequantize", "matmul", "prepare", "Prepared", "dequantize_prepared", "matmul_prepared"]
 
@@ -55,7 +59,18 @@ matmul_prepared = superblock.matmul_prepared
 
 def _prepare(inputs: Inputs, rows: int, n: int) -> Prepared:
     b = checked_blocks(inputs.t["blocks"], rows, n, "q5_k", QK_K, BLOCK_BYTES)
-    return Prepared(b, rows, n, _values, BLOCK_BYTES, _fp16_safe(b))
+    return Prepared(b, rows, n, _planes(b, rows, n), _values, _fp16_safe(b), "q5_k")
+
+
+def _planes(blocks: torch.Tensor, rows: int, n: int) -> tuple[torch.Tensor, ...]:
+    """low nibbles, high bits, sc, m, d, dmin (module docstring)."""
+    b = blocks.reshape(rows, n // QK_K, BLOCK_BYTES)
+    qs = b[..., 48:].reshape(rows, n // QK_K, 4, 1, 32)
+    low = torch.cat([qs & 15, qs >> 4], dim=3)                       # (rows, nb, t, nibble, l): row order
+    j = torch.arange(8, device=b.device).view(1, 1, 8, 1)
+    high = (b[..., 16:48].reshape(rows, n // QK_K, 1, 32).to(torch.int32) >> j) & 1   # (rows, nb, j, l)
+    sc, m = scale_min_k4(b[..., 4:16])
+    return codes_plane(low, 4), codes_plane(high, 1), k_plane(sc), k_plane(m), fp16_plane(b, 0), fp16_plane(b, 2)
 
 
 dequantize, matmul, prepare = block_entries(_prepare, dequantize_prepared, matmul_prepared)
@@ -71,15 +86,8 @@ def _fp16_safe(blocks: torch.Tensor) -> bool:
 # -- kernels -----------------------------------------------------------------------------------------
 
 @triton.jit
-def _values(blk, j, l):
-    """float32 weight ``l`` of sub-block ``j`` of the block at byte ``blk`` (all broadcast together)."""
-    lo = j < 4
-    a = tl.load(blk + 4 + j).to(tl.int32)                             # s[j]
-    b = tl.load(blk + 8 + j).to(tl.int32)                             # s[j + 4]
-    c = tl.load(blk + 4 + tl.where(lo, j, j - 4)).to(tl.int32)        # s[j - 4] where j >= 4
-    sc = tl.where(lo, a & 63, (b & 15) | ((c >> 6) << 4)).to(tl.float32)
-    m = tl.where(lo, b & 63, (b >> 4) | ((a >> 6) << 4)).to(tl.float32)
-    byte = tl.load(blk + 48 + 32 * (j // 2) + l).to(tl.int32)        # qs
-    high = (tl.load(blk + 16 + l).to(tl.int32) >> j) & 1              # bit j of qh[l]
-    q = (tl.where(j % 2 == 1, byte >> 4, byte & 15) | (high << 4)).to(tl.float32)
-    return (fp16_at(blk) * sc) * q - fp16_at(blk + 2) * m          # one rounding: the subtraction
+def _values(low, high, sc, m, d, dmin, r0, n, K, N, BK: tl.constexpr, BN: tl.constexpr):
+    """The float32 tile ``W^T[r0 .. r0 + BK, n]`` (one super-block): ``(d * sc) * q - dmin * m``, ``q`` the
+    low nibble plus 16 times the high bit."""
+    q = codes_tile(low, r0, n, N, K // 8, 4, BN, BK) | (codes_tile(high, r0, n, N, K // 32, 1, BN, BK) << 4)
+    return affine_tile(q, sc, m, d, dmin, r0, n, K, N, BK, BN)

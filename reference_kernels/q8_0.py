@@ -1,6 +1,8 @@
 """llama.cpp q8_0 in Triton: dequantize and fused dequantize-and-multiply (spec/ggml_legacy.md LEG-6).
 
-Reads top to bottom: load-time preparation, launchers and entry points, kernels, tile configurations.
+Reads top to bottom: entry points, load-time preparation (checks and the planes), the one device function
+that reads a tile of weights from the planes; the prepared layer, launchers, kernels and tile plans are shared
+by the ggml block types (``_superblock.py``, KC-7.5).
 
 Block geometry (LEG-6.1, ``block_q8_0`` in ggml-common.h): 34 bytes = 2 (d) + 32 (qs) for 32 weights; weight
 ``l`` of a block is ``qs[l]``, a signed byte::
@@ -16,8 +18,11 @@ float32 value is the product; ``dequantize`` returns it rounded once to float16.
 rounds W once to float16 for tensor cores (QF-4.6) only where every block's ``128 |d|`` fits
 float16; otherwise it multiplies float32 operands.
 
-The blocks are 34 bytes, so a block's fields are not 2- or 4-byte aligned: every field is read as
-bytes (the float16 as two byte loads and one bit cast).
+Planes (KC-7.5), made at prepare from the same bytes (the blocks are 34 bytes, so ``qs`` is 4-byte aligned
+in every other block only): the codes ``(K / 4, rows)`` int32, the bytes ``qs`` as 8-bit fields along K
+(two's complement, sign-extended in the kernel), and ``d`` ``(K / 32, rows)`` float16. A K step of ``BK``
+rows reads ``BK / 4`` words and ``BK / 32`` scales per column; ``K`` is a multiple of 32, not of ``BK``,
+so the last step is masked.
 """
 
 from __future__ import annotations
@@ -27,53 +32,32 @@ import triton
 import triton.language as tl
 
 from ._arrays import Inputs, checked_blocks
-from ._prepared import Prepared as _Base
-from ._prepared import block_entries, checked_x
-from ._tiles import dot_w
+from . import _superblock as superblock
+from ._prepared import block_entries
+from ._splitk import codes_tile
+from ._superblock import codes_plane, fp16_plane
 
 __all__ = ["dequantize", "matmul", "prepare", "Prepared", "dequantize_prepared", "matmul_prepared"]
 
 QK8_0, BLOCK_BYTES = 32, 2 + 32
 
 
-# -- load-time preparation (KC-7); the entry points (DESIGN.md §6) follow the launchers ----------------
+# -- entry points (DESIGN.md §6) and load-time preparation (KC-7) ---------------------------------------
 
-class Prepared(_Base):
-    """Checked blocks ``(rows, n // 32 * 34)`` and whether every |W| fits float16; frozen."""
-
-    def __init__(self, blocks: torch.Tensor, rows: int, n: int) -> None:
-        self.blocks, self.rows, self.n, self.device = blocks, rows, n, blocks.device
-        self.fp16_safe = _fp16_safe(blocks)          # once here, not a bool() sync per batched call
-        self._freeze("blocks")
+Prepared = superblock.Prepared
+dequantize_prepared = superblock.dequantize_prepared
+matmul_prepared = superblock.matmul_prepared
 
 
 def _prepare(inputs: Inputs, rows: int, n: int) -> Prepared:
-    return Prepared(checked_blocks(inputs.t["blocks"], rows, n, "q8_0", QK8_0, BLOCK_BYTES), rows, n)
+    b = checked_blocks(inputs.t["blocks"], rows, n, "q8_0", QK8_0, BLOCK_BYTES)
+    return Prepared(b, rows, n, _planes(b, rows, n), _values, _fp16_safe(b), "q8_0")
 
 
-# -- launchers ---------------------------------------------------------------------------------------
-
-def dequantize_prepared(p: Prepared) -> torch.Tensor:
-    """float16 ``(rows, n)``: each reference value rounded once; no host work (KC-7.2)."""
-    p.check_unchanged()
-    out = torch.empty((p.rows, p.n), dtype=torch.float16, device=p.device)
-    nblocks = p.rows * p.n // QK8_0
-    _dequantize_kernel[(triton.cdiv(nblocks, BLOCKS),)](p.blocks, out, nblocks, NB=BLOCKS)
-    return out
-
-
-def matmul_prepared(p: Prepared, xt: torch.Tensor) -> torch.Tensor:
-    """float16 ``x @ W.T``, float32 accumulation, for contiguous float16 ``xt``; no host work (KC-7.2)."""
-    p.check_unchanged()
-    m = checked_x(xt, p.n, p.device).shape[0]
-    y = torch.empty((m, p.rows), dtype=torch.float16, device=p.device)
-    if m == 1:
-        _gemv_kernel[(triton.cdiv(p.rows, BLOCK_ROWS),)](xt, p.blocks, y, p.rows, p.n, BK=BLOCK_K, BR=BLOCK_ROWS)
-    else:
-        bm = 16 if m <= 16 else 64
-        _matmul_kernel[(triton.cdiv(m, bm), triton.cdiv(p.rows, BLOCK_ROWS))](
-            xt, p.blocks, y, m, p.rows, p.n, FP16_W=p.fp16_safe, BM=bm, BK=BLOCK_K, BR=BLOCK_ROWS)
-    return y
+def _planes(blocks: torch.Tensor, rows: int, n: int) -> tuple[torch.Tensor, ...]:
+    """codes, d (module docstring): weight ``l`` of block ``b`` at row ``32 b + l``."""
+    b = blocks.reshape(rows, n // QK8_0, BLOCK_BYTES)
+    return codes_plane(b[..., 2:], 8), fp16_plane(b, 0)
 
 
 dequantize, matmul, prepare = block_entries(_prepare, dequantize_prepared, matmul_prepared)
@@ -89,71 +73,13 @@ def _fp16_safe(blocks: torch.Tensor) -> bool:
 # -- kernels -----------------------------------------------------------------------------------------
 
 @triton.jit
-def _fp16_at(ptr):
-    """The little-endian float16 at byte ``ptr`` (two byte loads, one bit cast), as float32."""
-    lo = tl.load(ptr).to(tl.uint16)
-    hi = tl.load(ptr + 1).to(tl.uint16)
-    return (lo | (hi << 8)).to(tl.float16, bitcast=True).to(tl.float32)
-
-
-@triton.jit
-def _values(blk, l):
-    """float32 weight ``l`` of the block at byte ``blk`` (broadcast together): ``qs[l] * d``, exact."""
-    q = tl.load(blk + 2 + l).to(tl.int8, bitcast=True).to(tl.float32)
-    return q * _fp16_at(blk)
-
-
-@triton.jit
-def _dequantize_kernel(blocks_ptr, out_ptr, nblocks, NB: tl.constexpr):
-    b = tl.program_id(0) * NB + tl.arange(0, NB)                      # global block index
-    live = b < nblocks
-    b = tl.where(live, b, 0)
-    l = tl.arange(0, 32)
-    y = _values(blocks_ptr + b[:, None] * 34, l[None, :])
-    tl.store(out_ptr + b[:, None] * 32 + l[None, :], y.to(tl.float16), mask=live[:, None])
-
-
-@triton.jit
-def _weights(blocks_ptr, r, k0, n, rows, BK: tl.constexpr):
-    """The W^T tile (BK, BR), float32 reference values, of weights ``k0 .. k0 + BK`` of output rows ``r``;
-    zero past the row end (``n`` is a multiple of 32, not of BK)."""
-    k = k0 + tl.arange(0, BK)[:, None]
-    live = (k < n) & (r < rows)[None, :]
-    blk = blocks_ptr + (tl.where(r < rows, r, 0) * (n // 32 * 34))[None, :] + tl.where(k < n, k // 32, 0) * 34
-    return tl.where(live, _values(blk, k % 32), 0.0)
-
-
-@triton.jit
-def _gemv_kernel(x_ptr, blocks_ptr, y_ptr, rows, n, BK: tl.constexpr, BR: tl.constexpr):
-    r = tl.program_id(0) * BR + tl.arange(0, BR)
-    acc = tl.zeros((BR,), dtype=tl.float32)
-    for k0 in range(0, n, BK):
-        w = _weights(blocks_ptr, r, k0, n, rows, BK)                    # (BK, BR) float32, reference values
-        k = k0 + tl.arange(0, BK)
-        xk = tl.load(x_ptr + k, mask=k < n, other=0.0).to(tl.float32)
-        acc += tl.sum(xk[:, None] * w, axis=0)
-    tl.store(y_ptr + r, acc.to(tl.float16), mask=r < rows)
-
-
-@triton.jit
-def _matmul_kernel(x_ptr, blocks_ptr, y_ptr, M, rows, n, FP16_W: tl.constexpr, BM: tl.constexpr,
-                   BK: tl.constexpr, BR: tl.constexpr):
-    mm = tl.program_id(0) * BM + tl.arange(0, BM)
-    r = tl.program_id(1) * BR + tl.arange(0, BR)
-    acc = tl.zeros((BM, BR), dtype=tl.float32)
-    for k0 in range(0, n, BK):
-        w = _weights(blocks_ptr, r, k0, n, rows, BK)
-        k = k0 + tl.arange(0, BK)
-        xt = tl.load(x_ptr + mm[:, None] * n + k[None, :], mask=(mm < M)[:, None] & (k < n)[None, :], other=0.0)
-        acc = dot_w(acc, xt, w, FP16_W)
-    tl.store(y_ptr + mm[:, None] * rows + r[None, :], acc.to(tl.float16), mask=(mm < M)[:, None] & (r < rows)[None, :])
-
-
-# -- tile configurations ------------------------------------------------------------------------------
-# Dequantize: 64 blocks (2048 weights) per program. Matmul: BK = 256 weights (8 blocks) of BR = 32
-# output rows per step, so each step reads 32 x 8 x 34 bytes of blocks once; a row whose length is
-# not a multiple of 256 ends in a masked step (W and x zero past n).
-
-BLOCKS = 64
-BLOCK_K = 256
-BLOCK_ROWS = 32
+def _values(codes, d_ptr, c, d, e, f, r0, n, K, N, BK: tl.constexpr, BN: tl.constexpr):
+    """The float32 tile ``W^T[r0 .. r0 + BK, n]``: ``qs * d``, exact; zero past ``K``. Each block's ``d`` is
+    loaded once and broadcast over its 32 weights."""
+    q = codes_tile(codes, r0, n, N, K // 4, 8, BN, BK)
+    q = (q ^ 128) - 128                                              # the byte as int8
+    s = r0 // 32 + tl.arange(0, BK // 32)
+    scale = tl.load(d_ptr + s[:, None] * N + n[None, :], mask=(s < K // 32)[:, None] & (n < N)[None, :],
+                    other=0.0).to(tl.float32)
+    w = tl.reshape(q, (BK // 32, 32, BN)).to(tl.float32) * scale[:, None, :]
+    return tl.reshape(w, (BK, BN))
