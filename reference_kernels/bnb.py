@@ -36,7 +36,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 import torch
 import triton
 import triton.language as tl

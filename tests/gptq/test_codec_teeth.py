@@ -12,21 +12,9 @@ import pytest
 
 from qformats.errors import QFormatsError
 from qformats.formats import gptq
+from whole_error import refusal, whole
 
 F16_MAX = 65504.0   # largest finite float16; 65520, halfway to 2^16, rounds to even: to inf
-
-
-def whole(call):
-    """Everything a refusal carries."""
-    with pytest.raises(QFormatsError) as info:
-        call()
-    e = info.value
-    return e.code, e.tensor, e.constraint, e.actual, e.message
-
-
-def refusal(code, tensor, constraint, actual):
-    shown = actual if isinstance(actual, str) else repr(actual)
-    return code, tensor, constraint, actual, f"'{tensor}' must be {constraint} (got {shown})"
 
 
 def words(*rows):

@@ -43,7 +43,7 @@ def prepare(module: str, area: dict, scratch: Path) -> None:
     scratch.mkdir(parents=True)
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
     shutil.copytree(ROOT / "qformats", scratch / "qformats", ignore=ignore)
-    for rel in ["tests/conftest.py", *area["tests"], *area.get("also_copy", [])]:
+    for rel in ["tests/conftest.py", "tests/whole_error.py", *area["tests"], *area.get("also_copy", [])]:
         src, dst = ROOT / rel, scratch / rel
         dst.parent.mkdir(parents=True, exist_ok=True)
         if src.is_dir():
@@ -56,7 +56,7 @@ def prepare(module: str, area: dict, scratch: Path) -> None:
 [tool.pytest.ini_options]
 addopts = "--import-mode=importlib -p no:cacheprovider"
 xfail_strict = true
-pythonpath = {json.dumps(area.get("pythonpath", []))}
+pythonpath = {json.dumps(["tests", *area.get("pythonpath", [])])}
 
 [tool.mutmut]
 source_paths = ["qformats"]

@@ -10,22 +10,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from qformats.errors import QFormatsError
 from qformats.formats import q4_k
+from whole_error import refusal, whole
 
 F16_INF = 0x7C00   # float16 +inf: exponent all ones, mantissa 0
-
-
-def whole(call):
-    """Everything a refusal carries."""
-    with pytest.raises(QFormatsError) as info:
-        call()
-    e = info.value
-    return e.code, e.tensor, e.constraint, e.actual, e.message
-
-
-def refusal(code, tensor, constraint, actual):
-    return code, tensor, constraint, actual, f"'{tensor}' must be {constraint} (got {actual})"
 
 
 def block_with_inf_d() -> np.ndarray:
