@@ -353,10 +353,11 @@ def _check_utf8_strings(blob: bytes, ends: array, what: str, file: str) -> None:
     decoder = codecs.getincrementaldecoder("utf-8")()
     chunk = 1 << 24                     # decode in 16 MiB pieces: the text is never held whole
     for start in range(0, max(len(blob), 1), chunk):
+        held = len(decoder.getstate()[0])   # a character cut by the last piece: the error's offsets count it
         try:
             decoder.decode(blob[start:start + chunk], final=start + chunk >= len(blob))
         except UnicodeDecodeError as exc:
-            bad_at = start + exc.start
+            bad_at = start - held + exc.start
             break
     data = np.frombuffer(blob, np.uint8)
     end = np.frombuffer(ends, np.uint64) if ends else np.zeros(0, np.uint64)
