@@ -87,8 +87,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--keep", metavar="DIR", help="write the checkpoint here and keep it")
     args = ap.parse_args(argv)
+    import dask
     from distributed import Client, LocalCluster
 
+    from qformats.executor import WORKER_ENVIRON     # the workers as --scheduler local starts them
     from qformats.validate import validate
 
     root = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="qformats-cluster-"))
@@ -104,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(("processes", 2, s, None))
         for workers in (1, 2):
             began = time.perf_counter()
-            with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0",
+            with dask.config.set(WORKER_ENVIRON), LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0",
                               silence_logs=logging.ERROR) as cluster, Client(cluster):
                 start_s = time.perf_counter() - began
                 # jobs=2 takes the parallel path; the runs are sized by the cluster's workers

@@ -41,6 +41,12 @@ SCHEDULER_HELP = ("where parallel work runs: processes (a process pool on this m
                   "Dask LocalCluster of --jobs worker processes) or tcp://HOST:PORT (an existing Dask scheduler; "
                   "its workers must see the same paths); local and tcp:// need the extra qformats[cluster]")
 EXTRAS = {"distributed": "cluster", "pyarrow": "audit", "rich": "audit"}
+# The LocalCluster's workers get glibc's mmap threshold fixed at 32 MiB (its dynamic ceiling). Dask's nanny sets
+# MALLOC_TRIM_THRESHOLD_, and glibc then stops raising the mmap threshold from 128 KiB, so every large NumPy
+# temporary of a deep check is a fresh mmap whose pages fault in: measured 2026-11-28 (benchmarks/cluster.py, 978 MB
+# GPTQ checkpoint), one worker took 2.18 s against 1.40 s in this process, and 1.41 s with the threshold fixed.
+# An existing cluster (tcp://) is the user's: set distributed.nanny.pre-spawn-environ there (README).
+WORKER_ENVIRON = {"distributed.nanny.pre-spawn-environ.MALLOC_MMAP_THRESHOLD_": str(32 << 20)}
 
 _SCHEDULER: contextvars.ContextVar[str] = contextvars.ContextVar("qformats_scheduler", default="processes")
 
@@ -113,8 +119,11 @@ def pool(scheduler: str | None, workers: int) -> Iterator[Seam]:
 @contextlib.contextmanager
 def _dask_client(distributed: Any, scheduler: str, workers: int) -> Iterator[Any]:
     if scheduler == "local":
-        with distributed.LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                                      dashboard_address=":0", silence_logs=logging.ERROR) as cluster, \
+        import dask
+
+        with dask.config.set(WORKER_ENVIRON), \
+                distributed.LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                                         dashboard_address=":0", silence_logs=logging.ERROR) as cluster, \
                 distributed.Client(cluster) as client:
             yield client
         return

@@ -83,3 +83,13 @@ def test_cli_scheduler_local_starts_a_cluster_and_gives_the_serial_report(capsys
     the --jobs 1 report."""
     assert main(["validate", sharded, "--deep", "--jobs", "2", "--scheduler", "local", "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == json.loads(json.dumps(serial_report))
+
+
+def test_scheduler_local_workers_keep_large_temporaries_off_fresh_mmaps():
+    """AUDIT-1.1: the LocalCluster qformats starts gives each worker MALLOC_MMAP_THRESHOLD_ = 32 MiB (glibc's dynamic
+    ceiling), since Dask's nanny sets MALLOC_TRIM_THRESHOLD_, which freezes the threshold at 128 KiB and made one
+    worker 1.6x slower than the serial run (benchmarks/cluster.py)."""
+    from qformats.executor import map_ordered
+
+    got = map_ordered(os.getenv, ["MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_"], scheduler="local", workers=1)
+    assert got == [str(32 << 20), "65536"]
