@@ -39,7 +39,7 @@ import triton.language as tl
 from . import _splitk
 from ._splitk import INTERPRETER_SMS, MAX_SPLIT_BATCH, REDUCE_BLOCK, Plan, make_plan  # noqa: F401 (re-exported)
 from ._splitk import codes_tile as _codes_tile
-from ._splitk import dot_wt, store_out
+from ._splitk import dot_wt, program_slice, store_out
 from ._tiles import row_tile
 
 __all__ = ["Planes", "eligible", "make_planes", "dequantize", "matmul", "pack_along_k", "unpack_along_k"]
@@ -157,10 +157,7 @@ def _dequantize_kernel(codes_ptr, zeros_ptr, scales_ptr, perm_ptr, out_ptr, K, N
 def _gemv_kernel(x_ptr, codes_ptr, zeros_ptr, scales_ptr, perm_ptr, part_ptr, y_ptr, K, N, group_rows,
                  K_PER_SPLIT, BITS: tl.constexpr, HAS_PERM: tl.constexpr, DIRECT: tl.constexpr, BN: tl.constexpr,
                  BK: tl.constexpr, STAGES: tl.constexpr):
-    n = tl.program_id(0) * BN + tl.arange(0, BN)
-    split = tl.program_id(1)
-    start = split * K_PER_SPLIT
-    stop = tl.minimum(start + K_PER_SPLIT, K)
+    n, split, start, stop = program_slice(K, K_PER_SPLIT, BN)
     acc = tl.zeros((BN,), dtype=tl.float32)
     for r0 in tl.range(start, stop, BK, num_stages=STAGES):
         r = r0 + tl.arange(0, BK)
@@ -180,10 +177,7 @@ def _gemv_once_kernel(x_ptr, codes_ptr, zeros_ptr, scales_ptr, perm_ptr, part_pt
     """The GEMV with one float32 accumulator per (word row, field, column), reduced once after the K loop:
     no cross-thread sum and no reshape inside the loop; products ``x_k W_kn`` with W exact in float32."""
     PER: tl.constexpr = 32 // BITS
-    n = tl.program_id(0) * BN + tl.arange(0, BN)
-    split = tl.program_id(1)
-    start = split * K_PER_SPLIT
-    stop = tl.minimum(start + K_PER_SPLIT, K)
+    n, split, start, stop = program_slice(K, K_PER_SPLIT, BN)
     shifts = tl.arange(0, PER) * BITS
     acc = tl.zeros((BK // PER, PER, BN), dtype=tl.float32)
     for r0 in tl.range(start, stop, BK, num_stages=STAGES):
@@ -204,11 +198,8 @@ def _gemv_once_kernel(x_ptr, codes_ptr, zeros_ptr, scales_ptr, perm_ptr, part_pt
 def _batch_kernel(x_ptr, codes_ptr, zeros_ptr, scales_ptr, perm_ptr, part_ptr, y_ptr, M, K, N, group_rows,
                   K_PER_SPLIT, BITS: tl.constexpr, HAS_PERM: tl.constexpr, DIRECT: tl.constexpr,
                   FP16_W: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, STAGES: tl.constexpr):
-    n = tl.program_id(0) * BN + tl.arange(0, BN)
-    split = tl.program_id(1)
+    n, split, start, stop = program_slice(K, K_PER_SPLIT, BN)
     m = tl.program_id(2) * BM + tl.arange(0, BM)
-    start = split * K_PER_SPLIT
-    stop = tl.minimum(start + K_PER_SPLIT, K)
     acc = tl.zeros((BN, BM), dtype=tl.float32)                   # y^T tile: the weight is the MMA's large side
     for r0 in tl.range(start, stop, BK, num_stages=STAGES):
         r = r0 + tl.arange(0, BK)

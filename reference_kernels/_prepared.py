@@ -13,7 +13,7 @@ import torch
 
 from qformats.errors import fail
 
-__all__ = ["Prepared", "checked_x", "block_entries"]
+__all__ = ["Prepared", "checked_x", "block_entries", "matmul_output"]
 
 
 class Prepared:
@@ -80,3 +80,11 @@ def checked_x(xt: torch.Tensor, k: int, device: torch.device) -> torch.Tensor:
                    f"{str(xt.dtype).removeprefix('torch.')} on {xt.device}"
                    f"{'' if xt.is_contiguous() else ', not contiguous'}")
     return xt
+
+
+def matmul_output(p: Prepared, xt: torch.Tensor) -> tuple[int, torch.Tensor]:
+    """The start of every prepared matmul: the layer unchanged (KC-7.3), ``xt`` as it must be (KC-7.2), and the
+    call's one allocation, its float16 ``(batch, out)`` output; returns the batch and that output."""
+    p.check_unchanged()
+    m = checked_x(xt, p.k, p.device).shape[0]
+    return m, torch.empty((m, p.n), dtype=torch.float16, device=p.device)

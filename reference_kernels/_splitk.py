@@ -113,6 +113,16 @@ def dot_wt(acc, w, xt, FP16_W: tl.constexpr):
 
 
 @triton.jit
+def program_slice(K, K_PER_SPLIT, BN: tl.constexpr):
+    """This program's BN output columns ``n`` (grid axis 0), its slice ``split`` (axis 1) and that slice's rows
+    ``[start, stop)`` of K: the prologue of every split-K kernel."""
+    n = tl.program_id(0) * BN + tl.arange(0, BN)
+    split = tl.program_id(1)
+    start = split * K_PER_SPLIT
+    return n, split, start, tl.minimum(start + K_PER_SPLIT, K)
+
+
+@triton.jit
 def store_out(out, y_ptr, part_ptr, split, offs, mask, N, DIRECT: tl.constexpr):
     """A program's float32 result at element offsets ``offs`` of the ``(M, N)`` output: rounded once to
     float16 into y when K is not split, else into slice ``split`` of the workspace ``(S, 16, N)``."""

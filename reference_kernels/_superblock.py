@@ -49,7 +49,7 @@ from . import _splitk
 from ._int4 import pack_along_k
 from ._prepared import Prepared as _Base
 from ._prepared import checked_x
-from ._splitk import Plan, dot_wt, make_plan, store_out
+from ._splitk import Plan, dot_wt, make_plan, program_slice, store_out
 
 __all__ = ["Prepared", "Planes", "dequantize_prepared", "matmul_prepared", "fp16_plane", "codes_plane",
            "k_plane", "scale_min_k4", "affine_tile", "GEMV_CANDIDATES", "BATCH_CANDIDATES"]
@@ -195,10 +195,7 @@ def _dequantize_kernel(a, b, c, d, e, f, out_ptr, K, N, VALUES: tl.constexpr, BN
 def _gemv_kernel(x_ptr, a, b, c, d, e, f, part_ptr, y_ptr, K, N, K_PER_SPLIT, VALUES: tl.constexpr,
                  DIRECT: tl.constexpr, ONCE: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
                  STAGES: tl.constexpr):
-    n = tl.program_id(0) * BN + tl.arange(0, BN)
-    split = tl.program_id(1)
-    start = split * K_PER_SPLIT
-    stop = tl.minimum(start + K_PER_SPLIT, K)
+    n, split, start, stop = program_slice(K, K_PER_SPLIT, BN)
     if ONCE:                                          # one accumulator per (row, column), reduced after the loop
         acc = tl.zeros((BK, BN), dtype=tl.float32)
     else:                                             # a cross-row sum per K step
@@ -222,11 +219,8 @@ def _gemv_kernel(x_ptr, a, b, c, d, e, f, part_ptr, y_ptr, K, N, K_PER_SPLIT, VA
 def _batch_kernel(x_ptr, a, b, c, d, e, f, part_ptr, y_ptr, M, K, N, K_PER_SPLIT, VALUES: tl.constexpr,
                   DIRECT: tl.constexpr, FP16_W: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
                   BK: tl.constexpr, STAGES: tl.constexpr):
-    n = tl.program_id(0) * BN + tl.arange(0, BN)
-    split = tl.program_id(1)
+    n, split, start, stop = program_slice(K, K_PER_SPLIT, BN)
     m = tl.program_id(2) * BM + tl.arange(0, BM)
-    start = split * K_PER_SPLIT
-    stop = tl.minimum(start + K_PER_SPLIT, K)
     acc = tl.zeros((BN, BM), dtype=tl.float32)                   # y^T tile: the weight is the MMA's large side
     for r0 in tl.range(start, stop, BK, num_stages=STAGES):
         w = tl.trans(VALUES(a, b, c, d, e, f, r0, n, K, N, BK, BN))   # (BN, BK) float32, ggml's values

@@ -45,7 +45,7 @@ from qformats.formats.bnb.cases import checked
 
 from ._arrays import Inputs, host_copy
 from ._prepared import Prepared as _Base
-from ._prepared import checked_x
+from ._prepared import matmul_output
 from ._tiles import dot_w
 
 __all__ = ["dequantize", "matmul", "prepare", "Prepared", "dequantize_prepared", "matmul_prepared"]
@@ -131,9 +131,7 @@ def dequantize_prepared(p: Prepared) -> torch.Tensor:
 
 def matmul_prepared(p: Prepared, xt: torch.Tensor) -> torch.Tensor:
     """y = x @ W.T, float16 (batch, N), for contiguous float16 ``xt`` (batch, K); no host work (KC-7.2)."""
-    p.check_unchanged()
-    m = checked_x(xt, p.k, p.device).shape[0]
-    y = torch.empty((m, p.n), dtype=torch.float16, device=p.device)
+    m, y = matmul_output(p, xt)
     if not m:
         return y
     bm = 16 if m <= 16 else 64

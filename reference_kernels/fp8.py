@@ -44,7 +44,7 @@ from qformats.formats.fp8.cases import checked_call
 
 from ._arrays import Inputs, host_copy
 from ._prepared import Prepared as _Base
-from ._prepared import checked_x
+from ._prepared import matmul_output
 from ._tiles import dot_w
 
 __all__ = ["prepare", "Prepared", "dequantize_prepared", "matmul_prepared", "STRATEGIES",
@@ -148,9 +148,7 @@ def dequantize_prepared(p: Prepared) -> torch.Tensor:
 
 def matmul_prepared(p: Prepared, xt: torch.Tensor) -> torch.Tensor:
     """y = x @ W.T, float16 (batch, out), for contiguous float16 ``xt`` (batch, in); no host work (KC-7.2)."""
-    p.check_unchanged()
-    m = checked_x(xt, p.k, p.device).shape[0]
-    y = torch.empty((m, p.n), dtype=torch.float16, device=p.device)
+    m, y = matmul_output(p, xt)
     if not m:
         return y
     grid = (triton.cdiv(m, BLOCK_M), triton.cdiv(p.n, BLOCK_N))

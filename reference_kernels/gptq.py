@@ -38,7 +38,7 @@ from qformats.errors import fail
 from . import _int4
 from ._arrays import Inputs
 from ._prepared import Prepared as _Base
-from ._prepared import checked_x
+from ._prepared import matmul_output
 from ._tiles import dot_w, row_tile
 
 __all__ = ["dequantize_v1", "dequantize_v2", "matmul_v1", "matmul_v2", "prepare", "Prepared", "dequantize_prepared",
@@ -210,9 +210,7 @@ def dequantize_prepared(p: Prepared) -> torch.Tensor:
 def matmul_prepared(p: Prepared, xt: torch.Tensor) -> torch.Tensor:
     """y = x @ W.T, float16 (batch, out), for contiguous float16 ``xt`` (batch, in) on the layer's device; no
     host work (KC-7.2)."""
-    p.check_unchanged()
-    m = checked_x(xt, p.k, p.device).shape[0]
-    y = torch.empty((m, p.n), dtype=torch.float16, device=p.device)
+    m, y = matmul_output(p, xt)
     if p.planes is not None:
         return _int4.matmul(p.planes, xt, y) if m else y
     args = (p.qweight, p.qzeros, p.scales, p.row_group, p.perm, y, m, p.k, p.n, p.zero_words, p.group_rows)

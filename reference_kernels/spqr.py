@@ -53,6 +53,7 @@ from qformats.errors import fail
 from qformats.formats.spqr.checks import check_layer
 
 from . import _splitk
+from ._splitk import program_slice
 from ._arrays import Inputs
 from ._int4 import BATCH_CANDIDATES, GEMV_CANDIDATES, pack_along_k
 from ._prepared import Prepared as _Base
@@ -334,10 +335,7 @@ def _gemv_kernel(x_ptr, codes_ptr, stats_ptr, so_ptr, perm_ptr, ro_ptr, cv_ptr, 
                  STAGES: tl.constexpr):
     """Rows n, slice ``split`` of K: sum_k x[perm[k]] wd[n, k] (0 where patched), then the slice's share of
     the patch; float32 products (exact) and sums. ONCE keeps one accumulator per tile element, summed once."""
-    n = tl.program_id(0) * BN + tl.arange(0, BN)
-    split = tl.program_id(1)
-    start = split * K_PER_SPLIT
-    stop = tl.minimum(start + K_PER_SPLIT, K)
+    n, split, start, stop = program_slice(K, K_PER_SPLIT, BN)
     if ONCE:
         acc3 = tl.zeros((G, 2, 8, BN), dtype=tl.float32)
     else:
@@ -367,11 +365,8 @@ def _batch_kernel(x_ptr, codes_ptr, stats_ptr, so_ptr, perm_ptr, ro_ptr, cv_ptr,
                   STAGES: tl.constexpr):
     """y^T tile (BN rows, BM batch) on tensor cores, the weight tile the MMA's large side: W (BN, 16 G) float16
     as decoded (no rounding), x^T (16 G, BM) read through perm; then the slice's share of the patch."""
-    n = tl.program_id(0) * BN + tl.arange(0, BN)
-    split = tl.program_id(1)
+    n, split, start, stop = program_slice(K, K_PER_SPLIT, BN)
     m = tl.program_id(2) * BM + tl.arange(0, BM)
-    start = split * K_PER_SPLIT
-    stop = tl.minimum(start + K_PER_SPLIT, K)
     acc = tl.zeros((BN, BM), dtype=tl.float32)
     for r0 in tl.range(start, stop, G * 16, num_stages=STAGES):
         wd, f = _tile(codes_ptr, stats_ptr, so_ptr, r0, n, N, G)
