@@ -35,7 +35,12 @@ def megabytes(n: int) -> str:
 def outcome(row: dict[str, Any]) -> str:
     if row["verdict"] == "could-not-run":
         return f"could not run ({row['error_code'] or 'internal error'})"
-    return f"{row['verdict']} ({plural(row['errors'], 'error')}, {plural(row['warnings'], 'warning')})"
+    counts = f"{plural(row['errors'], 'error')}, {plural(row['warnings'], 'warning')}"
+    if row.get("tensors") is None:
+        return f"{row['verdict']} ({counts})"
+    # CKPT-5.1: a verdict says how much it checked and how many tensors it names as not checked
+    return (f"{row['verdict']} ({row['tensors_checked']} of {plural(row['tensors'], 'tensor')} checked, "
+            f"{row['tensors_unchecked']} named unchecked; {counts})")
 
 
 class _Counts:
