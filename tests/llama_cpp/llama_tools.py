@@ -71,7 +71,25 @@ def tool(name: str) -> Path:
 
 
 def run(args: list, timeout: int = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([str(a) for a in args], capture_output=True, text=True, errors="replace", timeout=timeout)
+    """One llama.cpp tool, its whole log captured (log_drain.c is preloaded)."""
+    env = dict(os.environ, LD_PRELOAD=str(log_drain()))
+    return subprocess.run([str(a) for a in args], capture_output=True, text=True, errors="replace", timeout=timeout,
+                          env=env)
+
+
+@functools.lru_cache(maxsize=1)
+def log_drain() -> Path:
+    """log_drain.c built once per process with the C compiler that built llama.cpp's tools."""
+    out = workdir() / "log_drain.so"
+    compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+    if compiler is None:
+        raise RuntimeError("no C compiler (cc or gcc) to build tests/llama_cpp/log_drain.c")
+    source = Path(__file__).with_name("log_drain.c")
+    proc = subprocess.run([compiler, "-shared", "-fPIC", "-O2", "-o", str(out), str(source), "-ldl"],
+                          capture_output=True, text=True)
+    if proc.returncode:
+        raise RuntimeError(f"building {source.name} failed:\n{proc.stderr[-3000:]}")
+    return out
 
 
 @functools.lru_cache(maxsize=1)
