@@ -284,6 +284,37 @@ def test_nvfp4_encoder_picks_the_nearest_grid_point():
     assert np.allclose(np.abs(y - xs), best, rtol=1e-6, atol=0)
 
 
+def every_nvfp4_scale_and_qs_byte() -> np.ndarray:
+    """2048 nvfp4 blocks in which every (scale byte, qs byte) pair of a sub-block occurs once: block b has scale
+    byte b // 8 in its four sub-blocks and qs bytes 32 (b % 8) .. 32 (b % 8) + 31."""
+    b = np.arange(2048)
+    blocks = np.empty((2048, 36), np.uint8)
+    blocks[:, :4] = (b // 8)[:, None]
+    blocks[:, 4:] = (32 * (b % 8))[:, None] + np.arange(32)
+    return blocks.reshape(1, -1)
+
+
+def test_nvfp4_every_scale_and_qs_byte_decodes_to_the_product():
+    """MX-2.3: "y[i] = (float)kvalues_fp4[c(i)] * D   one float32 op", exactly, for every scale byte and every qs
+    byte (both nibbles), in MX-2.1's order; kvalues from the chapter's list, D = ue4m3 / 2 (MX-2.2)."""
+    kvalues = np.array([0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12], F32)
+    blocks = every_nvfp4_scale_and_qs_byte()
+    y = ggml.dequantize("nvfp4", blocks).reshape(2048, 4, 2, 8)
+    blk = blocks.reshape(2048, 36)
+    half = (ue4m3(blk[:, :4]) * F32(0.5))[:, :, None]
+    qs = blk[:, 4:].reshape(2048, 4, 8)
+    assert same_bits(y[:, :, 0], kvalues[qs & 15] * half) and same_bits(y[:, :, 1], kvalues[qs >> 4] * half)
+
+
+@needs_oracle
+def test_nvfp4_every_scale_and_qs_byte_decodes_as_ggml():
+    """GGML-2.2 for nvfp4: bit-identical to ggml 0.10.1's dequantize_row_nvfp4 on every (scale byte, qs byte)."""
+    from conformance.adapters import ggml as oracle
+
+    blocks = every_nvfp4_scale_and_qs_byte()
+    assert same_bits(ggml.dequantize("nvfp4", blocks), oracle.dequantize("nvfp4", blocks))
+
+
 def test_nvfp4_every_block_is_valid_and_finite():
     """MX-2.4: every byte pattern is valid (nothing for GGML-3.1 / GGML-3.2) and decodes finite."""
     rng = np.random.default_rng(2)
