@@ -31,11 +31,15 @@ def unpack(packed: np.ndarray) -> np.ndarray:
 
 
 def pack(codes: np.ndarray) -> np.ndarray:
-    """E2M1 codes ``(..., 2C)`` -> uint8 ``(..., C)``, the inverse of :func:`unpack`."""
-    c = np.asarray(codes).astype(np.uint8)
-    if c.shape[-1] % 2 or (c.size and c.max() > 15):
+    """E2M1 codes ``(..., 2C)`` -> uint8 ``(..., C)``, the inverse of :func:`unpack`. The codes are checked as
+    given: a cast to uint8 first would pack 256 as code 0 and 2.5 as code 2."""
+    c = np.asarray(codes)
+    if c.dtype.kind not in "iu":
+        raise fail("argument.invalid", "codes", "an integer array of E2M1 codes (FP4-1.2)", str(c.dtype))
+    low, high = (int(c.min()), int(c.max())) if c.size else (0, 0)
+    if c.shape[-1] % 2 or low < 0 or high > 15:
         raise fail("argument.invalid", "codes", "E2M1 codes in [0, 15], an even count a row (FP4-1.2)",
-                   f"shape {c.shape}, max {int(c.max()) if c.size else 0}")
+                   f"shape {c.shape}, codes in [{low}, {high}]")
     return (c[..., 0::2] | (c[..., 1::2] << 4)).astype(np.uint8)
 
 
@@ -54,7 +58,7 @@ def nvfp4_scales(weight_scale: np.ndarray, weight_global_scale: np.ndarray) -> n
     promotes to float32)."""
     s = elements.decode(np.asarray(weight_scale, dtype=np.uint8), elements.UE4M3)
     g = np.asarray(weight_global_scale, dtype=np.float32).reshape(-1)[0]
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):      # a 0 or tiny global: quietly (FP4-3.2)
         return (s / g).astype(np.float32)
 
 
@@ -64,9 +68,9 @@ def nvfp4_dequantize(weight_packed: np.ndarray, weight_scale: np.ndarray,
     float32, then rounded to bfloat16; returned ``(N, K)`` float32 holding the bfloat16 values."""
     q = e2m1_values(weight_packed)
     s = nvfp4_scales(weight_scale, weight_global_scale)
-    with np.errstate(over="ignore", invalid="ignore"):
+    with np.errstate(over="ignore", invalid="ignore"):      # inf, and NaN for 0 * inf, quietly as torch (FP4-3.2)
         w32 = (q * _per_element(s, 16)).astype(np.float32)
-    return round_to(w32, "bfloat16")
+        return round_to(w32, "bfloat16")
 
 
 def _mx(values: np.ndarray, scale_bytes: np.ndarray) -> np.ndarray:
@@ -101,4 +105,4 @@ def modelopt_nvfp4_dequantize(weight: np.ndarray, weight_scale: np.ndarray, weig
     with np.errstate(over="ignore", invalid="ignore"):
         s32 = (s * np.asarray(weight_scale_2, dtype=np.float32).reshape(-1)[0]).astype(np.float32)
         w32 = (q * _per_element(s32, 16)).astype(np.float32)
-    return round_to(w32, "bfloat16")
+        return round_to(w32, "bfloat16")
