@@ -169,19 +169,21 @@ def test_bf16_widens_exactly():
 
 
 def test_large_inputs_decode_in_chunks_identically():
-    """The decoder's chunking (DECODE_CHUNK_BYTES) is invisible: a multi-chunk decode equals per-row decodes."""
+    """The decoder's chunking (DECODE_CHUNK_BYTES) is invisible: a multi-chunk decode equals per-row decodes. iq4_nl
+    (18-byte blocks: d, then 16 bytes of codes) decodes through the family's passes, not passes of its own."""
     from qformats.formats.ggml import codec
 
+    assert not getattr(ggml.TYPES["iq4_nl"].decode, "bounded_passes", False)
     rng = np.random.default_rng(3)
-    blocks = rng.integers(0, 256, (64, 4 * 34), dtype=np.uint8)
-    blocks.reshape(-1, 34)[:, 1] &= 0x3B                       # finite d
+    blocks = rng.integers(0, 256, (64, 4 * 18), dtype=np.uint8)
+    blocks.reshape(-1, 18)[:, 1] &= 0x3B                       # finite d
     old = codec.DECODE_CHUNK_BYTES
-    codec.DECODE_CHUNK_BYTES = 34 * 5                          # 5 blocks a pass: 52 passes, a ragged last
+    codec.DECODE_CHUNK_BYTES = 18 * 5                          # 5 blocks a pass: 52 passes, a ragged last
     try:
-        chunked = ggml.dequantize("q8_0", blocks)
+        chunked = ggml.dequantize("iq4_nl", blocks)
     finally:
         codec.DECODE_CHUNK_BYTES = old
-    whole = np.concatenate([ggml.dequantize("q8_0", row[None]) for row in blocks])
+    whole = np.concatenate([ggml.dequantize("iq4_nl", row[None]) for row in blocks])
     assert np.array_equal(chunked.view(np.uint32), whole.view(np.uint32))
 
 
