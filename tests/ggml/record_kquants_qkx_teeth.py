@@ -32,35 +32,17 @@ from pathlib import Path
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from ggml_recording import encoder_rows, one_signed_sub_blocks, oracle, write, zero_sub_blocks  # noqa: E402
+
 DATA = Path(__file__).with_name("kquants_qkx_teeth_ggml.npz")
 TYPES = ("q2_k", "q5_k")
 N = 512                          # two super-blocks per row: the importance vector's block index matters
 
 
 def rows(rng: np.random.Generator, count: int) -> np.ndarray:
-    """float32 (count, N): the kinds of rows that reach the encoders' branches (gaussian, heavy tails, one-signed
-    either way, ties on a grid, all-zero, constant, one weight, mixed sub-block magnitudes, all-zero sub-blocks,
-    tiny and huge magnitudes, a few specials)."""
-    kinds = [
-        lambda: rng.standard_normal(N),
-        lambda: rng.standard_t(2, N),
-        lambda: rng.uniform(0, 1, N),
-        lambda: -rng.exponential(1, N),
-        lambda: (rng.integers(-16, 16, N) + 0.5) / 4,
-        lambda: np.round(rng.standard_normal(N) * 4) / 4,
-        lambda: np.zeros(N),
-        lambda: np.full(N, rng.standard_normal()),
-        lambda: np.eye(1, N, int(rng.integers(0, N)))[0] * rng.standard_normal(),
-        lambda: rng.standard_normal(N) * np.repeat(10.0 ** rng.integers(-6, 6, N // 16), 16),
-        lambda: rng.standard_normal(N) * np.repeat(rng.random(N // 16) < 0.3, 16),   # all-zero sub-blocks
-        lambda: rng.uniform(-1, 0, N) + np.repeat(rng.random(N // 16) < 0.5, 16) * 3,  # one-signed sub-blocks
-    ]
-    x = np.stack([kinds[i % len(kinds)]() for i in range(count)]) * 10.0 ** rng.uniform(-3, 3, (count, 1))
-    x = x.astype(np.float32)
-    x[count - 2] *= np.float32(1e-30)
-    specials = np.array([np.nan, np.inf, -np.inf, 1e-45, 3e38, -0.0], np.float32)
-    x[count - 1, rng.integers(0, N, 4)] = rng.choice(specials, 4)
-    return x
+    """float32 (count, N): ggml_recording.encoder_rows' kinds, then zero sub blocks, one signed sub blocks."""
+    return encoder_rows(rng, count, N, extra=(zero_sub_blocks, one_signed_sub_blocks), tiny_second_last=True)
 
 
 def pass_rows() -> np.ndarray:
@@ -160,13 +142,8 @@ def record(arrays: dict[str, np.ndarray], lib) -> dict[str, np.ndarray]:
 
 
 def main() -> int:
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-    from conformance.adapters import ggml as ggml_lib
-
-    arrays = record(inputs(), ggml_lib)
-    np.savez_compressed(DATA, **arrays)
-    print(f"{DATA}: {len(arrays)} arrays, ggml {ggml_lib.version()}")
-    return 0
+    lib = oracle()
+    return write(DATA, record(inputs(), lib), lib)
 
 
 if __name__ == "__main__":

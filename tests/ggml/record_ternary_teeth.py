@@ -21,6 +21,9 @@ from pathlib import Path
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from ggml_recording import oracle, write  # noqa: E402
+
 DATA = Path(__file__).with_name("ternary_teeth_ggml.npz")
 TYPES = ("tq1_0", "tq2_0")
 N = 512
@@ -90,13 +93,8 @@ def record(arrays: dict[str, np.ndarray], lib) -> dict[str, np.ndarray]:
 
 
 def main() -> int:
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-    from conformance.adapters import ggml as ggml_lib
-
-    arrays = record(inputs(), ggml_lib)
-    np.savez_compressed(DATA, **arrays)
-    print(f"{DATA}: {len(arrays)} arrays, ggml {ggml_lib.version()}")
-    return 0
+    lib = oracle()
+    return write(DATA, record(inputs(), lib), lib)
 
 
 if __name__ == "__main__":
