@@ -98,7 +98,8 @@ def roundf(v: np.ndarray) -> np.ndarray:
     """C ``roundf``: nearest integer, halfway cases away from zero (float32 in, float32 out)."""
     t = np.trunc(v)
     frac = v - t                                 # exact
-    return t + np.where(np.abs(frac) >= F32(0.5), np.copysign(F32(1), v), F32(0))
+    step = np.where(np.abs(frac) >= F32(0.5), F32(1), F32(0))
+    return t + np.copysign(step, v)              # adding -0 keeps a negative zero's sign, as roundf does
 
 
 def fp16_bits_ggml(v: np.ndarray) -> np.ndarray:
@@ -166,7 +167,10 @@ def _f16_column(blk: np.ndarray, offset: int) -> np.ndarray:
 def _nibble_words(blk: np.ndarray, qs_at: int, part: slice) -> np.ndarray:
     """The 32 nibble codes of blocks ``part`` in element order as (k, 4) uint64 (8 uint8 codes a word):
     words 0-1 the low nibbles of qs (elements 0..15), words 2-3 the high ones (elements 16..31)."""
-    qs = blk[part, qs_at:qs_at + HALF].view("V16")       # (k, 1): one 16-byte item a block, copied whole
+    qs = blk[part, qs_at:qs_at + HALF]
+    if qs.strides[1] != 1:                                # a column-major input: 16-byte items need contiguous bytes
+        qs = np.ascontiguousarray(qs)
+    qs = qs.view("V16")                                   # (k, 1): one 16-byte item a block, copied whole
     v = np.empty((qs.shape[0], 2), np.uint64)
     v.view("V16")[...] = qs
     c = np.empty((qs.shape[0], 4), np.uint64)
