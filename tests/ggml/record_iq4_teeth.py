@@ -101,14 +101,12 @@ def record(lib_module) -> dict[str, np.ndarray]:
 
 
 def main() -> int:
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-    from conformance.adapters import ggml as ggml_lib
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from ggml_recording import oracle, write
 
+    lib = oracle()
     with np.errstate(all="ignore"):
-        arrays = record(ggml_lib)
-    np.savez_compressed(DATA, **arrays)
-    print(f"{DATA}: {len(arrays)} arrays, ggml {ggml_lib.version()}")
-    return 0
+        return write(DATA, record(lib), lib)
 
 
 if __name__ == "__main__":
