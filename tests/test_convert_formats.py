@@ -29,6 +29,7 @@ from qformats.errors import QFormatsError
 from qformats.formats import ctensors, gptq, registry
 from qformats.tools import convert
 from qformats.validate import group_layers, validate
+from whole_error import whole_in_file as whole
 
 ROOT = Path(__file__).resolve().parents[1]
 THIRD = ROOT / "fixtures" / "third_party"
@@ -283,10 +284,6 @@ def refused(source: Path, to: str, tmp_path: Path, *extra: str) -> QFormatsError
     assert not target.exists() and [p for p in tmp_path.iterdir() if p.name.startswith(".out.")] == []
     assert digest(source) == before
     return info.value
-
-
-def whole(err: QFormatsError) -> tuple:
-    return err.code, err.tensor, err.constraint, err.actual, err.file and Path(err.file).name
 
 
 def test_widths_gptq_cannot_pack_are_refused(tmp_path):

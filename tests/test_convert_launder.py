@@ -21,6 +21,7 @@ from qformats.cli import main
 from qformats.errors import QFormatsError
 from qformats.tools import convert, decode
 from qformats.validate import validate
+from whole_error import whole_in_file as whole
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "fixtures"
@@ -35,10 +36,6 @@ def digest(path: Path) -> str:
     for f in sorted(p for p in path.rglob("*") if p.is_file()):
         h.update(f.name.encode() + f.read_bytes())
     return h.hexdigest()
-
-
-def whole(err: QFormatsError) -> tuple:
-    return err.code, err.tensor, err.constraint, err.actual, err.file and Path(err.file).name
 
 
 def refused(source: Path, to: str, tmp_path: Path, **options) -> QFormatsError:

@@ -22,6 +22,7 @@ from qformats.containers.checkpoint import open_checkpoint
 from qformats.containers.safetensors import read_header
 from qformats.errors import QFormatsError
 from qformats.tools import decode
+from whole_error import whole_in_file as whole
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "ctensors"))
 from ct_expected import as_bits, expected_bits  # noqa: E402
@@ -32,10 +33,6 @@ CT = FIXTURES / "third_party" / "compressed_tensors" / "checkpoints"
 GGUF = FIXTURES / "checkpoints" / "q4_k_m.gguf"
 GPTQ_NEG = FIXTURES / "third_party" / "gptq" / "checkpoints" / "e2e_b4_sym_g32_gptq"
 CT_MODULES = ("model.layers.0.mlp.down_proj", "model.layers.0.mlp.up_proj", "model.layers.0.self_attn.q_proj")
-
-
-def whole(err: QFormatsError) -> tuple:
-    return err.code, err.tensor, err.constraint, err.actual, err.file and Path(err.file).name
 
 
 def stored(path: Path) -> dict[str, tuple[str, bytes]]:

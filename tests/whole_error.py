@@ -8,11 +8,13 @@ beside every area's tests.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from qformats.errors import QFormatsError
 
-__all__ = ["whole", "refusal"]
+__all__ = ["whole", "refusal", "whole_in_file"]
 
 
 def whole(call):
@@ -21,6 +23,11 @@ def whole(call):
         call()
     e = info.value
     return e.code, e.tensor, e.constraint, e.actual, e.message
+
+
+def whole_in_file(err: QFormatsError) -> tuple:
+    """A caught refusal's code, tensor, constraint, actual value and file name (for refusals about a file)."""
+    return err.code, err.tensor, err.constraint, err.actual, err.file and Path(err.file).name
 
 
 def refusal(code, tensor, constraint, actual):

@@ -24,6 +24,7 @@ from qformats.formats.fp4 import convert as fp4_convert
 from qformats.formats.ggml import dequantize as ggml_dequantize
 from qformats.tools import convert, decode
 from qformats.validate import validate
+from whole_error import whole_in_file as whole
 
 ROOT = Path(__file__).resolve().parents[2]
 REAL_PYTHON = ROOT / ".venv" / "real" / "bin" / "python"
@@ -36,10 +37,6 @@ ROUTES = [pytest.param("ct_nvfp4", "modelopt", "compressed_tensors", id="ct-nvfp
           pytest.param("ct_mxfp4", "modelopt", "compressed_tensors", id="ct-mxfp4>modelopt"),
           pytest.param("modelopt_mxfp4", "compressed_tensors", "modelopt", id="modelopt-mxfp4>ct"),
           pytest.param("gpt_oss_mxfp4", "compressed_tensors", "gpt_oss_mxfp4", id="gpt-oss-moe>ct")]
-
-
-def whole(err: QFormatsError) -> tuple:
-    return err.code, err.tensor, err.constraint, err.actual, err.file and Path(err.file).name
 
 
 def _tensors(path: Path) -> dict[str, tuple[str, list[int], bytes]]:

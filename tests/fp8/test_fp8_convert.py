@@ -19,6 +19,7 @@ from qformats.errors import QFormatsError
 from qformats.formats.fp8 import convert as fp8_convert
 from qformats.tools import convert, decode
 from qformats.validate import validate
+from whole_error import whole_in_file as whole
 
 from .st_edit import CHECKPOINTS, array, copy, edit, entry, expected, read, set_config
 from .st_edit import config as st_config
@@ -32,10 +33,6 @@ F32 = np.float32
 # transformers' fixture declared a float32 model: compressed-tensors then keeps its float32 scales (FP8-8.1)
 ROUTES = [pytest.param("ct_fp8_block", "fp8", "compressed_tensors", id="ct-block-bf16-ragged-moe>fp8"),
           pytest.param("hf_fp8_block_f32", "compressed_tensors", "fp8", id="transformers-fp8-float32-model>ct")]
-
-
-def whole(err: QFormatsError) -> tuple:
-    return err.code, err.tensor, err.constraint, err.actual, err.file and Path(err.file).name
 
 
 def _tensors(path: Path) -> dict[str, tuple[str, list[int], bytes]]:
