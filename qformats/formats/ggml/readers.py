@@ -55,7 +55,7 @@ def _ggml_library(env: str, relative: str) -> Decode:
 
     def decode(name: str, rows: np.ndarray) -> np.ndarray:
         if name in convert:                     # the plain types' to_float, row by row
-            return _ggml_float_rows(lib, convert[name], name, rows)
+            return _ggml_float_rows(lib, convert[name], rows)
         try:
             return lib.dequantize(name, rows)
         except AttributeError:                  # ctypes: the library exports no dequantize_row_<name>
@@ -64,7 +64,7 @@ def _ggml_library(env: str, relative: str) -> Decode:
     return decode
 
 
-def _ggml_float_rows(lib: Any, symbol: str, name: str, rows: np.ndarray) -> np.ndarray:
+def _ggml_float_rows(lib: Any, symbol: str, rows: np.ndarray) -> np.ndarray:
     import ctypes
 
     rows = np.ascontiguousarray(rows, np.uint8)
