@@ -4,8 +4,8 @@
 
 Decode is normative (FP8-5.1); writers choose their scales as they like. This one takes, for every cell of the
 strategy's grid (FP8-1.2, ragged last blocks included, FP8-1.3), ``s = amax / 448`` rounded once to the scale
-dtype, and the codes ``E4M3FN(w / s)`` rounded to nearest, ties to even, saturating at +-448 (FE-8). An
-all-zero cell gets ``s = 1`` so that every scale stays positive (FP8-6.4).
+dtype and at least its smallest positive value, and the codes ``E4M3FN(w / s)`` rounded to nearest, ties to even,
+saturating at +-448 (FE-8). An all-zero cell gets ``s = 1`` so that every scale stays positive (FP8-6.4).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ __all__ = ["quantize"]
 
 E4M3_MAX = 448.0
 SCALE_NUMPY = {"F32": "float32", "BF16": "bfloat16", "F16": "float16"}
+SCALE_TINY = {"F32": 2.0 ** -149, "BF16": 2.0 ** -133, "F16": 2.0 ** -24}   # each dtype's smallest positive value
 
 
 def _cell_amax(a: np.ndarray, strategy: str, block: tuple[int, int] | None, group_size: int | None) -> np.ndarray:
@@ -44,6 +45,9 @@ def quantize(w: np.ndarray, *, strategy: str, block: tuple[int, int] | None = No
     x = np.asarray(w, dtype=np.float64)
     n, k = x.shape
     amax = _cell_amax(np.abs(x), strategy, block, group_size)
-    scale = round_to(np.where(amax > 0, amax / E4M3_MAX, 1.0).astype(np.float32), SCALE_NUMPY[scale_dtype])
+    # rounded once from float64 (a float32 stop first would round a bfloat16 subnormal twice); a tiny nonzero cell
+    # whose s rounds to 0 keeps the dtype's smallest positive value, so every scale stays positive (FP8-6.4)
+    s = round_to(np.where(amax > 0, amax / E4M3_MAX, 1.0), SCALE_NUMPY[scale_dtype])
+    scale = np.maximum(s, np.float32(SCALE_TINY[scale_dtype]))
     full = expand(scale, n, k, strategy, block=block, group_size=group_size)
     return {"weight": elements.encode(x / full, elements.E4M3FN), "weight_scale": scale.astype(np.float32)}
