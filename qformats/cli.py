@@ -9,6 +9,7 @@ import argparse
 import json
 import sys
 
+from . import jsontext
 from .errors import QFormatsError
 from .formats.registry import SUBJECT_FORMATS
 from .validate import FORMATS
@@ -55,7 +56,7 @@ def _json_even_if_could_not_run(command):
             if getattr(args, "json", False) and not isinstance(err, BrokenPipeError):
                 from .documents import could_not_run
 
-                sys.stdout.write(json.dumps(could_not_run(args.path, err), indent=2) + "\n")
+                sys.stdout.write(jsontext.dumps(could_not_run(args.path, err), indent=2) + "\n")
             raise
     return run
 
@@ -98,7 +99,7 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
         report, pictures = _inspect_html(args, report, table, header)
     if args.json:                    # the validate document plus the rows and the header (spec/schemas/report.json)
         doc = {**report.model_dump(), "rows": table, "header": header, **pictures}
-        sys.stdout.write(json.dumps(doc, indent=2, default=str) + "\n")
+        sys.stdout.write(jsontext.dumps(doc, indent=2, default=str) + "\n")
         return report.exit_code()
     if header is not None:
         from .gguf_summary import header_line
@@ -210,7 +211,7 @@ def _cmd_conformance_kernel(args: argparse.Namespace) -> int:
     if args.html:
         with open(args.html, "w", encoding="utf-8") as fh:
             fh.write(page([doc]))
-    sys.stdout.write(json.dumps(doc, indent=1) + "\n" if args.json else to_text(result, verbose=args.verbose))
+    sys.stdout.write(jsontext.dumps(doc, indent=1) + "\n" if args.json else to_text(result, verbose=args.verbose))
     return 0 if result.conforms else 1
 
 
@@ -234,7 +235,7 @@ def _cmd_conformance_checkpoint(args: argparse.Namespace) -> int:
     from conformance.checkpoint import check_checkpoint, to_text
 
     table = check_checkpoint(args.path)
-    sys.stdout.write(json.dumps(table, indent=1) + "\n" if args.json else to_text(table))
+    sys.stdout.write(jsontext.dumps(table, indent=1) + "\n" if args.json else to_text(table))
     return 0 if table["verdict"] == "valid" else 1
 
 
@@ -347,7 +348,7 @@ def _audit_summarize(args: argparse.Namespace) -> int:
     doc = summarize(args.paths[1])
     html = Path(args.html or Path(args.paths[1]) / "summary.html")
     html.write_text(page(doc), encoding="utf-8")
-    sys.stdout.write(json.dumps(doc, indent=1) + "\n" if args.json else to_text(doc) + f"page: {html}\n")
+    sys.stdout.write(jsontext.dumps(doc, indent=1) + "\n" if args.json else to_text(doc) + f"page: {html}\n")
     return 0
 
 

@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from . import __version__
+from . import __version__, jsontext
 from .containers.checkpoint import CONFIG_FILES, Checkpoint, path_error
 from .errors import QFormatsError, fail
 from .formats import awq, ctensors, gptq
@@ -198,7 +198,7 @@ def _float_across(ckpt: Checkpoint, dst: Path, *, to: str, source: str, options:
         for name, content in plan.side_files.items():
             (stage / name).unlink(missing_ok=True)
             if content is not None:
-                (stage / name).write_text(json.dumps(content, indent=4) + "\n")
+                (stage / name).write_text(jsontext.dumps(content, indent=4) + "\n")
         return {"layers": plan.layers, "from": source}
 
     return _staged(dst, write)
@@ -612,7 +612,7 @@ def _write_side_files(ckpt: Checkpoint, stage: Path, placed: dict[str, str], qua
             copy_side_file(item, stage / item.name)
     config = dict(ckpt.model_config or {})
     config["quantization_config"] = quantization_config
-    (stage / "config.json").write_text(json.dumps(config, indent=2) + "\n")
+    (stage / "config.json").write_text(jsontext.dumps(config, indent=2) + "\n")
 
 
 def _write_index(source: Path, dst: Path, placed: dict[str, str], stage: Path) -> None:
@@ -626,7 +626,7 @@ def _write_index(source: Path, dst: Path, placed: dict[str, str], stage: Path) -
 
         metadata = {**metadata, "total_size": sum(info.nbytes for f in sorted(set(placed.values()))
                                                   for info in read_header(str(stage / f)).tensors.values())}
-    dst.write_text(json.dumps({**raw, "metadata": metadata, "weight_map": dict(sorted(placed.items()))},
+    dst.write_text(jsontext.dumps({**raw, "metadata": metadata, "weight_map": dict(sorted(placed.items()))},
                               indent=2) + "\n")
 
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import json
 import textwrap
 from collections import defaultdict
 
+from . import jsontext
 from .findings import plural
 from .validate import Report
 
@@ -18,7 +18,7 @@ DEEP_ROWS = 10     # --deep: the layers with the largest |w| in text; --json has
 
 def to_json(report: Report) -> str:
     """The contract object: path, verdict, format, findings, layers, summary."""
-    return json.dumps(report.model_dump(), indent=2, default=str)
+    return jsontext.dumps(report.model_dump(), indent=2, default=str)
 
 
 def _layer_of(tensor: str | None, layers: list[str]) -> str | None:

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from . import jsontext
 from .containers.checkpoint import CONFIG_FILES, INDEX_SUFFIX, Checkpoint, open_checkpoint
 from .containers.gguf import PLAIN_TYPES
 from .convert import (ST_DTYPES, TARGETS, convert_across, copy_side_file, refuse_contradicted, source_format,
@@ -408,6 +409,6 @@ def _write_converted(ckpt: Checkpoint, stage: Path, converted: dict[str, np.ndar
                     raw["quantization_config"] = _converted_config(raw["quantization_config"], target)
                 elif item.name != "config.json":
                     raw = _converted_config(raw, target)
-                (stage / item.name).write_text(json.dumps(raw, indent=2) + "\n")
+                (stage / item.name).write_text(jsontext.dumps(raw, indent=2) + "\n")
             else:
                 copy_side_file(item, stage / item.name)

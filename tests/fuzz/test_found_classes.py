@@ -111,3 +111,19 @@ def test_decoding_an_fp8_module_without_its_weight_cannot_run(tmp_path, capsys):
     assert main(["decode", str(ckpt), "--tensor", Q, "-o", str(tmp_path / "out.safetensors")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "[fp8.weight.missing, FP8-6.1]" in err
+
+
+def test_convert_writes_a_deeply_nested_config_back_in_bounded_text(tmp_path):
+    """QF-1.1 (found 2026-11-29, convert case 243,767: TIMEOUT in convert._write_side_files): a config.json holding
+    900-deep nests beside its quantization_config converts, the nests carried over equal, and the config written
+    is at most a few times the compact text (json.dumps(indent=2) wrote 158 MB from 722 KB, taking over 5 s)."""
+    ckpt = _copy(tmp_path, "ctensors_w3_per_word_0_17")
+    nest = None
+    for i in range(900):
+        nest = [nest] if i % 2 else {"k": nest}
+    _set_config(ckpt, lambda c: c.update(extra=[nest] * 200))
+    assert main(["convert", str(ckpt), "--to", "compressed_tensors", "-o", str(tmp_path / "out")]) == 0
+    raw = (tmp_path / "out" / "config.json").read_text()
+    source = json.loads((ckpt / "config.json").read_text())
+    assert json.loads(raw)["extra"] == source["extra"]
+    assert len(raw) < 4 * len(json.dumps(source))
