@@ -138,6 +138,79 @@ def test_catastrophic_pattern_on_benign_names_is_not_flagged():
     assert [p.bits for p in params.values()] == [8, 4]
 
 
+class _Spawned:
+    """subprocess.Popen as dynamic.py calls it, counting children; ``stop_for`` seconds: each child is stopped
+    (SIGSTOP) as it starts and continued that long after, as a busy machine's scheduler might starve it."""
+
+    def __init__(self, stop_for: float = 0.0):
+        self.children, self.stop_for, self.popen = 0, stop_for, subprocess.Popen
+
+    def __call__(self, *args, **kwargs):
+        import signal
+        import threading
+
+        child = self.popen(*args, **kwargs)
+        self.children += 1
+        if self.stop_for:
+            os.kill(child.pid, signal.SIGSTOP)
+            threading.Timer(self.stop_for, os.kill, (child.pid, signal.SIGCONT)).start()
+        return child
+
+
+def test_matching_is_limited_by_the_childs_cpu_time_not_the_wall_clock(monkeypatch):
+    """GPTQ-6.6: a child starved of the CPU (here stopped for 1.5 s against a 0.5 s limit) is waited for: the
+    verdict depends on the patterns and names, not on the machine's load."""
+    from qformats.formats.gptq import dynamic
+
+    spawned = _Spawned(stop_for=1.5)
+    monkeypatch.setattr(dynamic, "_ANSWERS", {})
+    monkeypatch.setattr(dynamic.subprocess, "Popen", spawned)
+    monkeypatch.setattr(dynamic, "match_limit_s", lambda rules, modules: 0.5)
+    start = time.monotonic()
+    assert first_matches([r"+:(\w+\.?)+$"], ["model.layers.0.mlp.up_proj"]) == [0]
+    assert spawned.children == 1 and time.monotonic() - start >= 1.5
+
+
+def test_the_same_question_is_answered_once_per_process(monkeypatch):
+    """GPTQ-6.6: validate, conformance's reader rows and convert ask for the same keys and names; one child
+    answers them all, so they cannot disagree (the fuzz saw conformance's second child time out)."""
+    from qformats.formats.gptq import dynamic
+
+    spawned = _Spawned()
+    monkeypatch.setattr(dynamic, "_ANSWERS", {})
+    monkeypatch.setattr(dynamic.subprocess, "Popen", spawned)
+    keys, names = ["-:.*lm_head", r"+:model\.layers\.1\."], ["lm_head", "model.layers.1.mlp.up_proj", "x"]
+    assert first_matches(keys, names) == first_matches(list(keys), list(names)) == [0, 1, None]
+    assert spawned.children == 1
+    assert first_matches(keys, names[:2]) == [0, 1] and spawned.children == 2
+
+
+def test_an_unsafe_answer_is_the_same_refusal_every_time(monkeypatch):
+    """GPTQ-6.6: a pattern that does not finish is refused by every later ask too, from the one child's answer."""
+    from qformats.formats.gptq import dynamic
+
+    spawned = _Spawned()
+    monkeypatch.setattr(dynamic, "_ANSWERS", {})
+    monkeypatch.setattr(dynamic.subprocess, "Popen", spawned)
+    errors = []
+    for _ in range(2):
+        with pytest.raises(QFormatsError) as exc:
+            first_matches(["-:(a+)+$"], [hb.HOSTILE_NAME])
+        errors.append((exc.value.code, exc.value.tensor, exc.value.actual))
+    assert errors[0] == errors[1] and errors[0][:2] == ("gptq.config.dynamic_unsafe", "dynamic")
+    assert errors[0][2].startswith("1 rules x 1 modules: no result after 0.6 s of CPU") and spawned.children == 1
+
+
+def test_answers_kept_are_bounded(monkeypatch):
+    """GPTQ-6.6: the answers kept per process are the last eight questions (a long audit asks many)."""
+    from qformats.formats.gptq import dynamic
+
+    monkeypatch.setattr(dynamic, "_ANSWERS", {})
+    for i in range(10):
+        first_matches([f"+:m{i}"], [f"m{i}"])
+    assert list(dynamic._ANSWERS) == [((f"+:m{i}",), (f"m{i}",)) for i in range(2, 10)]
+
+
 # -- symlinked shards (the Hugging Face cache layout) ---------------------------------------------
 
 def test_symlinked_shards_into_a_blobs_folder_are_followed(tmp_path):

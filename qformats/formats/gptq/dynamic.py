@@ -6,7 +6,7 @@ from the checkpoint, so both are hostile input: a pattern such as ``(a+)+$`` aga
 file chooses backtracks exponentially, and ``re`` cannot be interrupted from another thread.
 
 We keep the real readers' semantics exactly by matching with ``re`` itself, but in a child
-interpreter that is killed after a time limit (and capped in memory): the verdict then predicts
+interpreter that is killed after a limit on its CPU time (and capped in memory): the verdict then predicts
 what vLLM does, a hang included, instead of what a different engine would do. Compiling happens
 here, after the limits on rule count and pattern length, so that ``re.compile``'s own failures
 (``OverflowError`` for ``a{4294967296}``, ``RecursionError`` for thousands of nested groups) are
@@ -16,9 +16,11 @@ refusals with a code rather than crashes.
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
+import time
 import warnings
 from collections.abc import Sequence
 
@@ -93,28 +95,73 @@ json.dump([next((i for i, p in enumerate(compiled) if p.match(m)), -1) for m in 
 def first_matches(keys: Sequence[str], modules: Sequence[str]) -> list[int | None]:
     """For each module, the index of the first key whose pattern ``re.match``-es it, else None.
 
-    Runs ``re`` in a child interpreter killed after :func:`match_limit_s`; a pattern that does not
-    finish (catastrophic backtracking on these names) raises ``gptq.config.dynamic_unsafe``, since
-    vLLM and GPTQModel, which match the same way, would not finish either.
+    Runs ``re`` in a child interpreter stopped after :func:`match_limit_s` of its own CPU time; a pattern that
+    does not finish (catastrophic backtracking on these names) raises ``gptq.config.dynamic_unsafe``, since
+    vLLM and GPTQModel, which match the same way, would not finish either. The answer for the same keys and
+    names is computed once per process (:data:`_ANSWERS`): every command asks several times (validate, then
+    conformance's reader rows, convert's plan), and each must see the same verdict.
     """
     if not keys or not modules:
         return [None] * len(modules)
     check_rules(keys)
+    question = (tuple(keys), tuple(modules))
+    if question not in _ANSWERS:
+        if len(_ANSWERS) >= _ANSWERS_KEPT:
+            del _ANSWERS[next(iter(_ANSWERS))]               # the oldest
+        _ANSWERS[question] = _match_in_child(keys, modules)
+    answer = _ANSWERS[question]
+    if isinstance(answer, str):
+        raise _unsafe(keys, modules, answer)
+    return list(answer)
+
+
+_ANSWERS: dict[tuple, tuple[int | None, ...] | str] = {}   # (keys, modules) -> first matches, or why unsafe
+_ANSWERS_KEPT = 8
+
+
+def _match_in_child(keys: Sequence[str], modules: Sequence[str]) -> tuple[int | None, ...] | str:
+    """The child's answer, or why there is none. The limit is the child's CPU time, read from /proc when the wall
+    clock runs out: a child a busy machine starves is waited for (up to :data:`WALL_FACTOR` times the limit), so
+    the verdict does not depend on the load (the fuzz saw a benign pattern called unsafe beside 4 busy processes)."""
     limit = match_limit_s(len(keys), len(modules))
-    job = json.dumps({"patterns": [rule(k)[1] for k in keys], "modules": list(modules)})
+    job = json.dumps({"patterns": [rule(k)[1] for k in keys], "modules": list(modules)}).encode()
     try:
-        done = subprocess.run([sys.executable, "-I", "-S", "-c", _CHILD, str(CHILD_MEMORY)], input=job.encode(),
-                              capture_output=True, timeout=limit, check=False)
-    except subprocess.TimeoutExpired:
-        raise _unsafe(keys, modules, f"no result after {limit:.1f} s") from None
+        child = subprocess.Popen([sys.executable, "-I", "-S", "-c", _CHILD, str(CHILD_MEMORY)],
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     except OSError as exc:
         raise fail("gptq.config.dynamic_unsafe", "dynamic", "matched by Python's re in a child process",
                    f"could not start one: {exc}") from None
-    if done.returncode != 0:
-        last = done.stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or ["no message"]
-        raise _unsafe(keys, modules, f"matching failed: {last[0][:120]}")
-    found = json.loads(done.stdout)
-    return [None if i < 0 else i for i in found]
+    started, wait, send = time.monotonic(), limit, job
+    while True:
+        try:
+            out, err = child.communicate(send, timeout=wait)
+            break
+        except subprocess.TimeoutExpired:
+            send, cpu = None, _cpu_seconds(child.pid)
+            waited = time.monotonic() - started
+            if cpu is None or cpu >= limit or waited >= WALL_FACTOR * limit:
+                child.kill()
+                child.communicate()
+                return f"no result after {limit:.1f} s" if cpu is None else \
+                    f"no result after {cpu:.1f} s of CPU ({waited:.1f} s)"
+            wait = max(0.05, limit - cpu)
+    if child.returncode != 0:
+        last = err.decode("utf-8", "replace").strip().splitlines()[-1:] or ["no message"]
+        return f"matching failed: {last[0][:120]}"
+    return tuple(None if i < 0 else i for i in json.loads(out))
+
+
+WALL_FACTOR = 20            # a child starved this long past its CPU limit is given up on
+
+
+def _cpu_seconds(pid: int) -> float | None:
+    """User + system CPU seconds of a running child (fields 14 and 15 of /proc/PID/stat), or None off Linux."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            fields = fh.read().rsplit(b")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def _unsafe(keys: Sequence[str], modules: Sequence[str], what: str) -> Exception:
