@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -198,7 +199,8 @@ def test_an_unsafe_answer_is_the_same_refusal_every_time(monkeypatch):
             first_matches(["-:(a+)+$"], [hb.HOSTILE_NAME])
         errors.append((exc.value.code, exc.value.tensor, exc.value.actual))
     assert errors[0] == errors[1] and errors[0][:2] == ("gptq.config.dynamic_unsafe", "dynamic")
-    assert errors[0][2].startswith("1 rules x 1 modules: no result after 0.6 s of CPU") and spawned.children == 1
+    cpu = re.fullmatch(r"1 rules x 1 modules: no result after (\d+\.\d) s of CPU \(\d+\.\d s\)", errors[0][2])
+    assert cpu and float(cpu.group(1)) >= 0.6 and spawned.children == 1      # read when the wall clock ran out
 
 
 def test_answers_kept_are_bounded(monkeypatch):
