@@ -121,11 +121,10 @@ def _inspect_html(args: argparse.Namespace, report: object, table: list, header:
     """``inspect --html FILE``: the page drawn from the inspect document and its pictures (INSPECT-1); returns
     the report (a remote checkpoint's reads for the pictures counted in it) and ``{"pictures": ...}`` for
     ``--json`` to carry too."""
-    from pathlib import Path
-
     from .inspect import with_traffic
     from .pictures.data import collect
     from .pictures.page import inspect_page
+    from .tools import write_page
 
     opened: list = []
     pictures = collect(args.path, table, opened).model_dump()
@@ -133,13 +132,7 @@ def _inspect_html(args: argparse.Namespace, report: object, table: list, header:
         report = with_traffic(report, getattr(opened[0], "io", None))
     doc = {**report.model_dump(), "rows": table, "header": header, "pictures": pictures}
     page = inspect_page(json.loads(json.dumps(doc, default=str)))
-    try:
-        Path(args.html).write_text(page, encoding="utf-8")
-    except OSError as err:                # a folder that does not exist, no permission: could not run (exit 2)
-        from .errors import fail
-
-        raise fail("argument.invalid", "--html", "a file path that can be written", err.strerror or str(err),
-                   file=args.html) from None
+    write_page(args.html, page, inputs=(args.path,))     # a folder that cannot be written: could not run (exit 2)
     return report, {"pictures": pictures}
 
 
@@ -190,6 +183,8 @@ def _cmd_conformance_kernel(args: argparse.Namespace) -> int:
     from conformance.provenance import run_document
     from conformance.report import to_junit, to_text
 
+    from .tools import write_page
+
     total = [0]
 
     def tick(_case) -> None:
@@ -203,14 +198,13 @@ def _cmd_conformance_kernel(args: argparse.Namespace) -> int:
                         pattern=args.cases, progress=tick if sys.stderr.isatty() else None)
     if total[0]:
         sys.stderr.write("\n")
+    inputs = (args.subject_file,) if args.subject_file else ()
     if args.junit:
-        with open(args.junit, "w", encoding="utf-8") as fh:
-            fh.write(to_junit(result))
+        write_page(args.junit, to_junit(result), inputs=inputs, option="--junit")
     # one document for --json and --html: `conformance matrix RUN.json --html` then writes the same page
     doc = run_document(result, device=args.device, declaration=declaration) if args.html or args.json else None
     if args.html:
-        with open(args.html, "w", encoding="utf-8") as fh:
-            fh.write(page([doc]))
+        write_page(args.html, page([doc]), inputs=inputs)
     sys.stdout.write(jsontext.dumps(doc, indent=1) + "\n" if args.json else to_text(result, verbose=args.verbose))
     return 0 if result.conforms else 1
 
@@ -219,10 +213,11 @@ def _cmd_conformance_matrix(args: argparse.Namespace) -> int:
     from conformance.html import page
     from conformance.matrix import Matrix, load_runs
 
+    from .tools import write_page
+
     runs = load_runs(args.runs)
     if args.html:
-        with open(args.html, "w", encoding="utf-8") as fh:
-            fh.write(page(runs))
+        write_page(args.html, page(runs), inputs=tuple(args.runs))
     m = Matrix(runs)
     for group in m.groups:
         cells = [m.cell(group, s) for s in m.subjects]
@@ -341,13 +336,13 @@ def _audit_summarize(args: argparse.Namespace) -> int:
     from .audit import page, summarize
     from .audit.summary import to_text
     from .errors import fail
+    from .tools import write_page
 
     if len(args.paths) != 2:
         raise fail("argument.invalid", "summarize", "one directory: qformats audit summarize DIR",
                    " ".join(args.paths[1:]) or "none")
     doc = summarize(args.paths[1])
-    html = Path(args.html or Path(args.paths[1]) / "summary.html")
-    html.write_text(page(doc), encoding="utf-8")
+    html = write_page(args.html or Path(args.paths[1]) / "summary.html", page(doc))
     sys.stdout.write(jsontext.dumps(doc, indent=1) + "\n" if args.json else to_text(doc) + f"page: {html}\n")
     return 0
 

@@ -6,6 +6,7 @@ only when complete, and an output path inside the input is refused.
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import fnmatch
 import functools
@@ -34,7 +35,7 @@ from .layers import LayerGroup, load_layer
 from .report import plural
 from .validate import group_layers
 
-__all__ = ["decode", "convert", "read_layer"]
+__all__ = ["decode", "convert", "read_layer", "write_page"]
 
 
 def _input_paths(path: str) -> tuple[Path, set[Path]]:
@@ -60,6 +61,35 @@ def _check_output(path: str, out: str, *, force: bool = False) -> Path:
         raise fail("argument.invalid", "output", "a file path, not an existing directory", str(out))
     if not force and (dst.exists() or Path(out).is_symlink()):
         raise fail("argument.invalid", "output", "a path that does not exist yet (--force replaces it)", str(out))
+    return dst
+
+
+def write_page(out: str | Path, text: str, *, inputs: tuple[str, ...] = (), option: str = "--html") -> Path:
+    """QF-1.3: a page or report file (``--html``, ``--junit``, ``audit summarize``) replaces whatever is at ``out``
+    as a whole: written to a temporary name beside it and renamed over the name, so a symbolic link there is
+    replaced, never written through, and a FIFO never blocks the writer. Never inside one of ``inputs`` (QF-1.2);
+    a directory at ``out``, or a folder that cannot be written, is ``argument.invalid`` naming ``option``."""
+    dst, real = Path(out), Path(os.path.realpath(out))
+    for path in inputs:
+        src, beside = _input_paths(path)
+        if real == src or src in real.parents or real in beside:
+            raise fail("argument.invalid", option, "outside the input (qformats never writes to its input)",
+                       str(out), file=str(out))
+    if dst.is_dir() and not dst.is_symlink():
+        raise fail("argument.invalid", option, "a file path, not an existing directory", str(out), file=str(out))
+    temporary = None
+    try:
+        fd, temporary = tempfile.mkstemp(dir=dst.parent, prefix=f".{dst.name[:200]}.", suffix=".tmp")
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.chmod(temporary, 0o644)
+        os.replace(temporary, dst)
+    except (OSError, UnicodeError) as err:     # no such folder, no permission, a name the file system refuses
+        if temporary is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(temporary)
+        raise fail("argument.invalid", option, "a file path that can be written",
+                   getattr(err, "strerror", None) or str(err), file=str(out)) from None
     return dst
 
 

@@ -73,9 +73,16 @@ def write_part(out: Path, row: dict[str, Any]) -> Path:
 
 
 def clear_temporaries(out: Path) -> None:
-    """Part files an interrupted audit had not finished writing (never renamed into place)."""
+    """Part files an interrupted audit had not finished writing (never renamed into place). A directory of that
+    name is not one of them and is left alone; one that cannot be removed is could-not-run (AUDIT-3.1)."""
     for stale in out.glob(f".{PREFIX}*{SUFFIX}.*.tmp"):
-        stale.unlink(missing_ok=True)
+        if stale.is_dir() and not stale.is_symlink():
+            continue
+        try:
+            stale.unlink(missing_ok=True)
+        except OSError as exc:
+            raise fail("argument.invalid", "out", "a directory whose unfinished part files can be removed",
+                       f"{type(exc).__name__}: {exc.strerror or exc}", file=str(stale)) from None
 
 
 def read_table(out: str | Path) -> Any:

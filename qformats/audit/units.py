@@ -39,11 +39,17 @@ Resolver = Callable[[str], "Unit | None"]
 
 
 def local(arg: str) -> Unit:
-    """A local file or directory (any path: one that does not exist is a could-not-run row, CKPT-1.1)."""
-    path = Path(arg).expanduser().absolute()
-    if path.is_file():
+    """A local file or directory (any path: one that does not exist is a could-not-run row, CKPT-1.1). A path the
+    file system cannot even look at (a name too long, a NUL, ``~user`` of no user) is a unit as written, and its
+    run says why (AUDIT-2.1)."""
+    try:
+        path = Path(arg).expanduser().absolute()
+        is_file, is_dir = path.is_file(), path.is_dir()
+    except (OSError, ValueError, RuntimeError):
+        return Unit(source=arg, repo=arg)
+    if is_file:
         return Unit(source=str(path), repo=str(path.parent), file=path.name, bytes=_size(path))
-    return Unit(source=str(path), repo=str(path), bytes=_size(path) if path.is_dir() else None)
+    return Unit(source=str(path), repo=str(path), bytes=_size(path) if is_dir else None)
 
 
 def _size(path: Path) -> int:

@@ -113,6 +113,8 @@ def _stat(path: str) -> os.stat_result:
         return os.stat(path)
     except OSError as exc:
         raise path_error(exc, path) from None
+    except ValueError:           # os.stat's answer to a NUL in the path (the API and audit --list can pass one)
+        raise fail("ckpt.path.unreadable", None, "a path without NUL characters", path, file=path) from None
 
 
 def _read_header(path: str) -> st.SafetensorsHeader:

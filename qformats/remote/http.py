@@ -71,11 +71,11 @@ class HttpRangeSource:
     def _open(self, method: str, extra: dict[str, str]) -> http.client.HTTPResponse:
         """One request, retried on 429/502/503/504 (bounded, with backoff); error statuses as remote.* codes."""
         for attempt in range(RETRIES + 1):
-            req = urllib.request.Request(self.url, headers={**self._headers, **extra}, method=method)
-            for key, value in self._auth.items():
-                req.add_unredirected_header(key, value)
             self.traffic.requests += 1
             try:
+                req = urllib.request.Request(self.url, headers={**self._headers, **extra}, method=method)
+                for key, value in self._auth.items():
+                    req.add_unredirected_header(key, value)
                 return _OPENER.open(req, timeout=TIMEOUT_S)
             except urllib.error.HTTPError as err:
                 status, wait = err.code, err.headers.get("Retry-After") if err.headers else None
@@ -84,6 +84,12 @@ class HttpRangeSource:
                     time.sleep(_delay(attempt, wait))
                     continue
                 raise self._status_error(status, attempt) from None
+            except (ValueError, http.client.InvalidURL) as err:
+                # urllib/http.client on a URL they cannot send, given or in a redirect's Location (REMOTE-2.1): a bad
+                # IPv6 host (ValueError), a space or control character (InvalidURL), non-ASCII (UnicodeEncodeError)
+                raise self.traffic.keep(fail("remote.url.invalid", None, "an http(s) URL of ASCII characters without "
+                                             "spaces (percent-encode others)", f"{type(err).__name__}: {err}"[:200],
+                                             file=self.name)) from None
             except (urllib.error.URLError, OSError, http.client.HTTPException) as err:
                 reason = getattr(err, "reason", err)
                 raise self.traffic.keep(fail("remote.http", None, "an answer from the server",

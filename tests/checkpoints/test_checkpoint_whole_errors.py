@@ -94,6 +94,13 @@ def test_enotdir_is_missing():
     assert (e.code, e.tensor, e.actual, e.file) == ("ckpt.path.missing", "path", "x/y", "x/y")
 
 
+def test_a_path_with_a_nul_is_unreadable(tmp_path):
+    """CKPT-1.2: os.stat raises ValueError on a NUL (an API caller or an audit --list line can pass one; the fuzz
+    met it as an internal error): unreadable, naming the rule."""
+    p = f"{tmp_path}\0x"
+    assert err(lambda: open_checkpoint(p)) == want("ckpt.path.unreadable", None, "a path without NUL characters", p, p)
+
+
 def test_fifo_is_unreadable_by_mode(tmp_path):
     """CKPT-1.2: a FIFO is refused from stat, its mode shown as ls shows it."""
     p = tmp_path / "pipe"

@@ -60,6 +60,7 @@ class FuzzCase:
     mutations: list[str] = field(default_factory=list)
     command: str = "validate"            # one of commands.COMMANDS
     invocation: Any = None               # commands.Invocation: names, -o mode, jobs, options
+    plan: dict = field(default_factory=dict)  # the remote and audit entry points' draws (services.py)
 
 
 # -- seeds: checkpoints the real tools and our samples wrote, loaded once per process ------------

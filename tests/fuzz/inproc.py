@@ -5,9 +5,12 @@
 
 Entry points (:data:`ENTRY_POINTS`): the CLI as users run it, ``qformats.cli.main(argv)`` (``validate``
 plain and ``--deep``, ``inspect`` with or without ``--json``, ``decode``, ``convert``, ``conformance
-checkpoint``), and ``readers``: the Python readers (``read_header``/``open_tensor``,
+checkpoint``), ``readers``: the Python readers (``read_header``/``open_tensor``,
 ``read_header_bytes``, ``read_gguf``/``tensor_array``, ``read_gguf_bytes``, ``open_checkpoint``/``tensor``,
-``read_layer``). Cases come from fuzz_cases.py (byte flips, truncations, header and config JSON edits,
+``read_layer``), ``remote``: the case served by a hub stand-in that also misbehaves, read as ``hf://`` and
+``http://`` addresses by ``validate``, ``inspect`` and the readers, and ``audit``: the case as units of
+``qformats audit``, then ``audit summarize`` and ``--resume`` on its table, damaged or not (services.py).
+Cases come from fuzz_cases.py (byte flips, truncations, header and config JSON edits,
 index files, hostile shard names, special files), one deterministic stream per (seed, entry point).
 
 Fork-based workers run many cases each, under:
@@ -58,13 +61,16 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import commands  # noqa: E402
 import fuzz_cases  # noqa: E402
+import services  # noqa: E402
 from fuzz import CaseTimeout, Unpickled, on_alarm, snapshot, write_case  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
-ENTRY_POINTS = ("validate", "validate-deep", "inspect", "decode", "convert", "conformance", "readers")
+ENTRY_POINTS = ("validate", "validate-deep", "inspect", "decode", "convert", "conformance", "readers", "remote",
+                "audit")
 COMMAND_OF = {"validate": "validate", "validate-deep": "validate", "inspect": "inspect", "decode": "decode",
-              "convert": "convert", "conformance": "conformance", "readers": "read_layer"}
-REPORTS = ("validate", "validate-deep", "inspect", "conformance")     # could-not-run codes only (QF-5.1)
+              "convert": "convert", "conformance": "conformance", "readers": "read_layer", "remote": "validate",
+              "audit": "validate"}
+REPORTS = ("validate", "validate-deep", "inspect", "conformance", "remote")   # could-not-run codes only (QF-5.1)
 READ_LIMIT = 6                                                        # tensors read per file by `readers`
 FAILURES = ("EXCEPTION:", "MEMORY", "TIMEOUT", "HANG", "CRASH", "UNPICKLED", "WROTE-INPUT", "CONTRACT:")
 
@@ -94,6 +100,15 @@ def build_case(seed: int, entry: str, index: int) -> fuzz_cases.FuzzCase:
         inv.json = extra.random() < 0.5
     if extra.random() < 0.75:      # most cases reach the command's body, not only the -o refusals
         inv.output = "new"
+    if entry == "remote":
+        case.plan = services.draw_remote(extra, case.files)
+        how = case.plan["how"]
+        case.command = inv.command = "read_layer" if how == "readers" else how
+        inv.output, inv.json = "new", how == "validate" and extra.random() < 0.3
+        if how == "readers":
+            inv.names = fuzz_cases._names(extra, case, case.seed_name.endswith(".gguf"))
+    elif entry == "audit":
+        case.plan = services.draw_audit(extra, case)
     return case
 
 
@@ -106,18 +121,26 @@ def cli_argv(case: fuzz_cases.FuzzCase, target: str, out: Path) -> list[str]:
 
 GUARD: dict = {"dir": None, "stack": None}
 CAUGHT: list[BaseException] = []
+UNIT_CAUGHT: list[BaseException] = []    # what validate raised inside an audit unit (a row, not a traceback)
+SERVICES: dict = {}                       # the worker's hub stand-in, started at its first remote or audit case
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 # the arguments of each audited event that name a path it changes
 _PATH_EVENTS = {"os.remove": (0,), "os.rename": (0, 1), "os.replace": (0, 1), "os.truncate": (0,), "os.mkdir": (0,),
                 "os.rmdir": (0,), "os.symlink": (1,), "os.link": (1,), "os.chmod": (0,), "os.chown": (0,),
                 "os.utime": (0,), "shutil.rmtree": (0,), "shutil.move": (0, 1), "shutil.copyfile": (1,)}
+# events that act on the last name itself, a symbolic link included, not on what it points to (rename(2),
+# unlink(2), rmdir(2), mkdir(2), symlink(2), link(2)): replacing a link into the input is not a write to the input
+_NAME_EVENTS = frozenset({"os.remove", "os.rename", "os.replace", "os.mkdir", "os.rmdir", "os.symlink", "os.link",
+                          "shutil.move"})
 
 
-def _inside(path) -> bool:
+def _inside(path, follow: bool = True) -> bool:
     if not isinstance(path, (str, bytes, os.PathLike)):
         return False                                       # a file descriptor: its open was seen already
     try:
-        real = os.path.realpath(os.fsdecode(path))
+        name = os.fsdecode(path)
+        real = os.path.realpath(name) if follow else \
+            os.path.join(os.path.realpath(os.path.dirname(name) or "."), os.path.basename(name))
     except (ValueError, OSError):
         return False
     return real == GUARD["dir"] or real.startswith(GUARD["dir"] + os.sep)
@@ -133,7 +156,7 @@ def _audit(event: str, args: tuple) -> None:
         if not writing or not _inside(path):
             return
     elif event in _PATH_EVENTS:
-        if not any(i < len(args) and _inside(args[i]) for i in _PATH_EVENTS[event]):
+        if not any(i < len(args) and _inside(args[i], event not in _NAME_EVENTS) for i in _PATH_EVENTS[event]):
             return
     else:
         return
@@ -177,6 +200,23 @@ def install_guards() -> None:
 
     parser.parse_args = parse_args
     cli.build_parser = lambda: parser
+    _record_unit_exceptions()
+
+
+def _record_unit_exceptions() -> None:
+    """``qformats audit`` turns a unit's exception into a row (AUDIT-1.3); keep it, so its frame names the class."""
+    import qformats.validate as qv
+
+    inner = qv.validate
+
+    def validate(*args, **kwargs):
+        try:
+            return inner(*args, **kwargs)
+        except BaseException as exc:
+            UNIT_CAUGHT.append(exc)
+            raise
+
+    qv.validate = validate
 
 
 # -- running one case ----------------------------------------------------------------------------------
@@ -192,7 +232,8 @@ class Result:
         return self.outcome.startswith(FAILURES)
 
 
-HARNESS = {str(Path(__file__).resolve().parent / n) for n in ("inproc.py", "commands.py", "fuzz.py", "fuzz_cases.py")}
+HARNESS = {str(Path(__file__).resolve().parent / n)
+           for n in ("inproc.py", "commands.py", "fuzz.py", "fuzz_cases.py", "services.py")}
 
 
 def is_project(filename: str) -> bool:
@@ -292,7 +333,6 @@ def _run_readers(case, target: str, directory: Path) -> Result:
 
     from qformats.containers import gguf, safetensors as st
     from qformats.containers.checkpoint import open_checkpoint
-    from qformats.errors import QFormatsError
     from qformats.tools import read_layer
 
     def header(p):
@@ -325,6 +365,15 @@ def _run_readers(case, target: str, directory: Path) -> Result:
             if entry.is_file(follow_symlinks=False):
                 steps.append((lambda p=entry.path: gguf.read_gguf_bytes(Path(p).read_bytes()).tensors, False))
     steps += [(checkpoint, False), (layer, False)]
+    return _judge_steps(steps)
+
+
+def _judge_steps(steps) -> Result:
+    """Each reader step: it returns, or refuses with QFormatsError (OSError only where that is documented)."""
+    import numpy as np
+
+    from qformats.errors import QFormatsError
+
     read = refused = 0
     with np.errstate(all="ignore"):
         for step, oserror_documented in steps:
@@ -342,15 +391,130 @@ def _run_readers(case, target: str, directory: Path) -> Result:
     return Result(f"read{min(read, 3)}-refused{min(refused, 3)}")
 
 
+def _read_remote(case, target: str) -> Result:
+    """The Python readers on a remote address: ``open_checkpoint``/``tensor`` and ``read_layer``."""
+    import numpy as np
+
+    from qformats.containers.checkpoint import open_checkpoint
+    from qformats.tools import read_layer
+
+    def checkpoint():
+        with open_checkpoint(target) as ck:
+            return [np.asarray(ck.tensor(n)).sum() for n in ck.tensor_names()[:READ_LIMIT]]
+
+    def layer():
+        got = read_layer(target, (case.invocation.names or ["x"])[0])
+        if not (isinstance(got, dict) and got and all(isinstance(v, np.ndarray) for v in got.values())):
+            raise NotALayer(f"read_layer gave {type(got).__name__} {list(got)[:4] if isinstance(got, dict) else ''}")
+
+    return _judge_steps([(checkpoint, False), (layer, False)])
+
+
+def _hub() -> services.Remote:
+    """The worker's hub stand-in, HF_ENDPOINT pointing at it: remote cases, and audit units that are hf:// addresses
+    (a fuzz never reaches the real hub)."""
+    if "remote" not in SERVICES:
+        SERVICES["remote"] = services.Remote(Path.cwd())
+    return SERVICES["remote"]
+
+
+def _run_remote(case, directory: Path, out_dir: Path) -> Result:
+    """REMOTE-3 / QF-5.1: the case served as a repository (with its drawn faults), opened by its address."""
+    target = _hub().serve(case)
+    if case.plan["how"] == "readers":
+        return _read_remote(case, target)
+    return _run_cli(case, target, directory, out_dir)
+
+
+def _audit_step(argv: list[str]) -> tuple[int, str, str, Result | None]:
+    """One ``qformats audit`` command: (exit code, stdout, stderr, a failure or None) under QF-5.1."""
+    import qformats.cli as cli
+    from qformats.errors import QFormatsError
+
+    CAUGHT.clear()
+    UNIT_CAUGHT.clear()
+    so, se = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(so), contextlib.redirect_stderr(se):
+        code = cli.main(argv)
+    stdout, stderr = so.getvalue(), se.getvalue()
+    foreign = [e for e in CAUGHT + UNIT_CAUGHT if not isinstance(e, QFormatsError)]
+    if foreign:
+        return code, stdout, stderr, _from_exception(foreign[-1])
+    if code not in (0, 1, 2):
+        return code, stdout, stderr, Result("CONTRACT:exit-code", f"exit {code!r}")
+    if "internal error" in stderr + stdout:
+        return code, stdout, stderr, Result("CONTRACT:internal-error-text", (stderr + stdout)[-500:])
+    if code == 2:
+        last = stderr.rstrip("\n").rpartition("\n")[2]
+        if not CAUGHT and "usage:" in stderr:
+            return code, stdout, stderr, None
+        if not CAUGHT or not last.startswith("qformats: "):
+            return code, stdout, stderr, Result("CONTRACT:exit2-message", stderr[-300:])
+    elif not stdout.strip():
+        return code, stdout, stderr, Result("CONTRACT:empty-answer", f"exit {code}, stderr {stderr[-200:]!r}")
+    return code, stdout, stderr, None
+
+
+def _run_audit(case, directory: Path, out_dir: Path) -> Result:
+    """AUDIT-1..3 / QF-5.1: audit the case's units, then summarize and resume its table, damaged or not."""
+    from qformats.audit import table
+
+    plan = case.plan
+    _hub()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    where = out_dir / "table"
+    units = services.audit_units(case, directory)
+    argv = ["audit", "--out", str(where), "--format", case.fmt] + (["--deep"] if case.deep else [])
+    if plan["list"]:
+        services.write_list(out_dir / "units.txt", units, plan["junk"])
+        argv += ["--list", str(out_dir / "units.txt")]
+    else:
+        argv += units
+    codes = []
+    code, stdout, _, bad = _audit_step(argv)
+    codes.append(code)
+    if bad:
+        return bad
+    rows = table.rows(where) if code != 2 else []
+    if code != 2 and (code == 0) != all(r["verdict"] == "valid" for r in rows):
+        return Result("CONTRACT:audit-exit", f"exit {code} for verdicts {[r['verdict'] for r in rows]}")
+    where.mkdir(exist_ok=True)
+    damaged = services.damage_table(where, case, directory)
+    summarize = ["audit", "summarize", str(where)] + (["--json"] if plan["json"] else [])
+    sum_code, sum_out, _, bad = _audit_step(summarize)
+    codes.append(sum_code)
+    if bad:
+        return bad
+    if sum_code == 1:
+        return Result("CONTRACT:summarize-exit", "summarize answers 0 or 2, not 1")
+    if sum_code == 0 and plan["json"] and not isinstance(_json(sum_out), dict):
+        return Result("CONTRACT:summarize-json", sum_out[:300])
+    if sum_code == 0 and plan["json"] and not damaged and _json(sum_out).get("units") != len(rows):
+        return Result("CONTRACT:summarize-units", f"{_json(sum_out).get('units')} units for {len(rows)} rows")
+    if plan["resume"]:
+        again, again_out, _, bad = _audit_step(argv + ["--resume"])
+        codes.append(again)
+        if bad:
+            return bad
+        if not damaged and code != 2 and (again != code or "(0 run now" not in again_out):   # AUDIT-3.2
+            return Result("CONTRACT:resume", f"first exit {code}, resumed exit {again}: {again_out[-300:]!r}")
+    return Result(("damaged:" if damaged else "") + "-".join(f"{n}{c}" for n, c in zip(("run", "sum", "resume"), codes)))
+
+
 def run_case(case, directory: Path, out_dir: Path, limit_s: float) -> Result:
     before = snapshot(directory)
     target = str(directory / case.entry) if case.entry else str(directory)
     GUARD["dir"], GUARD["stack"] = os.path.realpath(directory), None
+    UNIT_CAUGHT.clear()
     signal.setitimer(signal.ITIMER_PROF, limit_s)        # CPU time: a niced worker on a busy machine is slow,
     try:
         try:
             if case.entry_point == "readers":
                 result = _run_readers(case, target, directory)
+            elif case.entry_point == "remote":
+                result = _run_remote(case, directory, out_dir)
+            elif case.entry_point == "audit":
+                result = _run_audit(case, directory, out_dir)
             else:
                 result = _run_cli(case, target, directory, out_dir)
         finally:
@@ -443,11 +607,11 @@ def save_repro(case, where: Path, key: str, result: Result, meta: dict) -> None:
     shutil.rmtree(where, ignore_errors=True)
     write_case(case, where / "checkpoint")
     inv = dataclasses.asdict(case.invocation)
-    doc = {"key": key, "entry_point": case.entry_point, "entry": case.entry, "invocation": inv,
+    doc = {"key": key, "entry_point": case.entry_point, "entry": case.entry, "invocation": inv, "plan": case.plan,
            "outcome": result.outcome, "frame": result.frame, "detail": result.detail,
            "specials": {n: dataclasses.asdict(v) for n, v in case.files.items() if not isinstance(v, bytes)},
            "argv": cli_argv(case, "CHECKPOINT" + (f"/{case.entry}" if case.entry else ""), Path("OUT"))
-           if case.entry_point != "readers" else None, **meta}
+           if case.entry_point not in ("readers", "remote", "audit") else None, **meta}
     (where / "repro.json").write_text(json.dumps(doc, indent=1, default=str))
 
 
@@ -474,6 +638,7 @@ def _worker(conn, ticks, current, phase, cfg: dict) -> None:
     import qformats.inspect  # noqa: F401
     import qformats.tools  # noqa: F401
     import qformats.validate  # noqa: F401
+    services.preload()                                   # pyarrow, huggingface_hub: imported before the cap
     soft, hard = resource.getrlimit(resource.RLIMIT_AS)
     footprint = int(open("/proc/self/statm").read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
     cap = footprint + cfg["memory_mib"] * 2**20
@@ -818,8 +983,8 @@ def replay(where: Path, limit_s: float) -> int:
     for name, spec in doc["specials"].items():
         files.setdefault(name, fuzz_cases.Special(**spec))
     case = fuzz_cases.FuzzCase(index=doc["index"], seed_name=doc["seed_name"], files=files, entry=doc["entry"],
-                               command=COMMAND_OF[doc["entry_point"]],
-                               invocation=commands.Invocation(**doc["invocation"]))
+                               command=doc["invocation"]["command"],
+                               invocation=commands.Invocation(**doc["invocation"]), plan=doc.get("plan", {}))
     case.deep = case.invocation.deep
     case.entry_point = doc["entry_point"]
     scratch = Path(tempfile.mkdtemp(prefix="qformats-replay-"))

@@ -25,10 +25,12 @@ from qformats.errors import fail
 
 SEED = 20261128
 SLICE = {"validate": 300, "validate-deep": 100, "inspect": 200, "decode": 200, "convert": 200, "conformance": 150,
-         "readers": 200}
+         "readers": 200, "remote": 200, "audit": 100}
 EXPECTED = {           # what the slice must reach, so that it cannot pass by answering nothing
     "validate": ("exit0", "exit1"), "validate-deep": ("exit0", "exit1"), "inspect": ("exit0", "exit1"),
     "decode": ("exit0",), "convert": ("exit0",), "conformance": ("exit0", "exit1"), "readers": ("read3-refused0",),
+    "remote": ("exit0", "exit1", "read2-refused0", "refused:remote.not_found"),
+    "audit": ("run1-sum0", "run1-sum0-resume1", "damaged:run1-sum2-resume2"),
 }
 # Failure classes the slice meets today, open for the lead (issue #33); remove a line when its bug is fixed.
 # (entry point, outcome, function of the top project frame)
@@ -54,7 +56,8 @@ def test_fixed_seed_slice_finds_nothing_new(slice_state, entry):
     new = [k for k in slice_state["failures"] if k.startswith(entry + " |") and not _known(k)]
     assert new == [], {k: slice_state["failures"][k]["detail"][-600:] for k in new}
     assert set(EXPECTED[entry]) <= set(es["outcomes"]), es["outcomes"]
-    assert any(o.startswith("refused:") or "-refused" in o and not o.endswith("refused0") for o in es["outcomes"])
+    assert any(o.startswith("refused:") or "-refused" in o and not o.endswith("refused0") or "2-" in o + "-"
+               for o in es["outcomes"])
 
 
 # -- the harness's teeth: one injected bug per class, through the real worker and main(argv) --------------
@@ -192,6 +195,50 @@ def test_a_write_the_audit_cannot_see_is_caught_by_the_snapshot(tmp_path, monkey
         raise fail("checkpoint.empty", "path", "a checkpoint", "nothing")
     key, _ = _only_class(_run(tmp_path, monkeypatch, truncate, cases=6))
     assert key == "validate | WROTE-INPUT | snapshot"
+
+
+def test_an_internal_error_inside_an_audit_unit_is_a_class_with_its_frame(tmp_path, monkeypatch):
+    """qformats audit turns a unit's exception into a row (AUDIT-1.3); the fuzz still sees it, keyed by its type
+    and frame, not hidden in the table."""
+    state = _run(tmp_path, monkeypatch, _raise_key_error, cases=3, entries=("audit",))
+    key, f = _only_class(state)
+    assert key.startswith("audit | EXCEPTION:KeyError | ") and key.endswith(" in _raise_key_error")
+    assert f["count"] == 3
+
+
+def _read_fails(self, offset, n):
+    return {}["range"]
+
+
+def test_an_exception_in_the_remote_reader_is_a_class(tmp_path, monkeypatch):
+    """The remote entry point's cases reach the HTTP range reader: an exception from it is a failure keyed by its
+    frame, in validate, inspect and the Python readers alike."""
+    from qformats.remote import http
+
+    monkeypatch.setattr(http.HttpRangeSource, "read", _read_fails)
+    state = inproc.run(state_path=tmp_path, cases=12, workers=1, seed=0, entries=("remote",), quiet=True)
+    assert {k.rsplit(" in ", 1)[1] for k in state["failures"]} == {"_read_fails"}
+    assert {k.split(" | ")[1] for k in state["failures"]} == {"EXCEPTION:KeyError"}
+
+
+def _replace_a_link_into_the_input(path):
+    if os.path.isdir(path) and os.path.isfile(os.path.join(path, "config.json")):
+        out = os.path.join(os.path.dirname(path), "out")
+        os.makedirs(out, exist_ok=True)
+        os.symlink(os.path.join(path, "config.json"), os.path.join(out, "page.html"))
+        with open(os.path.join(out, "page.tmp"), "w") as fh:
+            fh.write("page")
+        os.replace(os.path.join(out, "page.tmp"), os.path.join(out, "page.html"))   # the link goes, not the file
+        os.remove(os.path.join(out, "page.html"))
+    _refuse()
+
+
+def test_replacing_a_link_into_the_input_is_not_a_write_to_it(tmp_path, monkeypatch):
+    """rename(2) and unlink(2) act on the link itself: a page renamed over a link into the input leaves the input
+    as it was, and is no failure (writing through the link is: the test above)."""
+    state = _run(tmp_path, monkeypatch, _replace_a_link_into_the_input, cases=6)
+    assert state["failures"] == {}
+    assert state["entries"]["validate"]["outcomes"] == {"refused:checkpoint.empty": 6}
 
 
 def test_the_state_resumes_where_it_stopped(tmp_path):
