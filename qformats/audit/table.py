@@ -98,14 +98,51 @@ def read_table(out: str | Path) -> Any:
     for file in files:
         try:
             table = pq.read_table(file)
-        except (OSError, pa.ArrowException) as exc:
+        except (OSError, pa.ArrowException, ValueError) as exc:   # ValueError: pyarrow decoding a name as UTF-8
             raise fail("audit.table.invalid", file.name, "a Parquet file", f"{type(exc).__name__}: {exc}",
                        file=str(file)) from None
         if not table.schema.equals(want, check_metadata=False):
             raise fail("audit.table.invalid", file.name, "a part file of the audit table's columns",
-                       ", ".join(table.schema.names), file=str(file))
+                       _column_names(table.schema), file=str(file))
+        _check_part(file, table, pa)
         tables.append(table)
     return pa.concat_tables(tables).sort_by("key")
+
+
+def _column_names(schema: Any) -> str:
+    """The columns of a foreign part file, for its refusal; pyarrow decodes each name as UTF-8 when asked."""
+    try:
+        return ", ".join(schema.names)
+    except UnicodeDecodeError:
+        return "columns whose names are not UTF-8"
+
+
+REQUIRED = ("key", "repo", "revision", "file", "qformats_version", "options", "unit", "verdict", "finding_codes",
+            "seconds")                       # bytes may be null: a unit whose worker was lost (AUDIT-1.3)
+VERDICTS = ("valid", "invalid", "could-not-run")
+
+
+def _check_part(file: Path, table: Any, pa: Any) -> None:
+    """AUDIT-3.3: a part file as write_part writes it: valid Arrow data (strings UTF-8), one row, the key and
+    verdict columns set, a known verdict, and the file named by its row's key. The fuzz flipped bytes of a
+    part file into a string that was not UTF-8, which ended summarize with a UnicodeDecodeError."""
+    def refuse(constraint: str, actual: Any) -> None:
+        raise fail("audit.table.invalid", file.name, constraint, actual, file=str(file))
+
+    try:
+        table.validate(full=True)
+    except pa.ArrowException as exc:
+        refuse("valid Arrow data (strings in UTF-8)", f"{type(exc).__name__}: {exc}")
+    if table.num_rows != 1:
+        refuse("one row: one unit per part file", table.num_rows)
+    row = table.to_pylist()[0]
+    unset = [name for name in REQUIRED if row[name] is None]
+    if unset:
+        refuse("a row with its key fields, verdict, codes and seconds set", "null " + ", ".join(unset))
+    if row["verdict"] not in VERDICTS:
+        refuse("a verdict of valid, invalid or could-not-run", row["verdict"])
+    if file.name != part_path(file.parent, row["key"]).name:
+        refuse("the part file its row's key names", row["key"])
 
 
 def rows(out: str | Path) -> list[dict[str, Any]]:

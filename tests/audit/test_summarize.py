@@ -85,3 +85,80 @@ def test_summarize_a_foreign_parquet_file_is_could_not_run(tmp_path):
         summarize(tmp_path)
     assert str(err.value) == (f"{tmp_path / 'part-x.parquet'}: 'part-x.parquet' must be a part file of the audit "
                               "table's columns (got a) [audit.table.invalid, AUDIT-3.3]")
+
+
+# -- AUDIT-3.3: a part file is one unit's row as write_part writes it (the fuzz flipped bytes of one) ------------
+
+@pytest.fixture
+def one_part(tmp_path) -> tuple[Path, pa.Table]:
+    out = tmp_path / "one"
+    audit(fixture_units()[:1], out)
+    (part,) = out.glob("part-*.parquet")
+    return part, pq.read_table(part)
+
+
+def _refusal(part: Path, constraint: str, actual: str) -> str:
+    return f"{part}: '{part.name}' must be {constraint} (got {actual}) [audit.table.invalid, AUDIT-3.3]"
+
+
+def _summarize_error(out: Path) -> str:
+    with pytest.raises(QFormatsError) as err:
+        summarize(out)
+    return str(err.value)
+
+
+def _with(table: pa.Table, column: str, value: pa.Array) -> pa.Table:
+    return table.set_column(table.schema.get_field_index(column), table.schema.field(column), value)
+
+
+def test_a_part_whose_string_is_not_utf8_is_not_a_table(one_part):
+    """A byte flipped inside a string column: Arrow's full validation names it, not a UnicodeDecodeError."""
+    part, table = one_part
+    bad = pa.array([b"gptq\xd7"], pa.binary()).view(pa.string())      # bytes as a string, unchecked
+    pq.write_table(_with(table, "format", bad), part)
+    with pytest.raises(QFormatsError) as err:
+        summarize(part.parent)
+    e = err.value
+    assert (e.code, e.tensor, e.constraint, e.file) == ("audit.table.invalid", part.name,
+                                                        "valid Arrow data (strings in UTF-8)", str(part))
+    assert e.actual.startswith("ArrowInvalid: ") and "Invalid UTF8" in e.actual     # pyarrow's own words follow
+
+
+def test_a_part_of_two_rows_is_not_a_table(one_part):
+    part, table = one_part
+    pq.write_table(pa.concat_tables([table, table]), part)
+    assert _summarize_error(part.parent) == _refusal(part, "one row: one unit per part file", "2")
+
+
+def test_a_part_without_its_verdict_is_not_a_table(one_part):
+    part, table = one_part
+    pq.write_table(_with(_with(table, "verdict", pa.nulls(1, pa.string())), "seconds", pa.nulls(1, pa.float64())), part)
+    assert _summarize_error(part.parent) == _refusal(
+        part, "a row with its key fields, verdict, codes and seconds set", "null verdict, seconds")
+
+
+def test_a_part_with_an_unknown_verdict_is_not_a_table(one_part):
+    part, table = one_part
+    pq.write_table(_with(table, "verdict", pa.array(["probably fine"])), part)
+    assert _summarize_error(part.parent) == _refusal(part, "a verdict of valid, invalid or could-not-run",
+                                                     "probably fine")
+
+
+def test_a_part_under_another_key_s_name_is_not_a_table(one_part):
+    """--resume decides by the name alone (AUDIT-3.2): a part file renamed would stand for a unit it is not."""
+    part, table = one_part
+    moved = part.with_name("part-0123456789abcdef01234567.parquet")
+    part.rename(moved)
+    assert _summarize_error(part.parent) == _refusal(moved, "the part file its row's key names", table["key"][0].as_py())
+
+
+def test_a_part_whose_column_name_is_not_utf8_is_named_as_such(one_part):
+    """A flipped byte in a column name: pyarrow raises UnicodeDecodeError when the names are asked for (the fuzz
+    met it inside the foreign-columns refusal); the refusal says what the names are instead."""
+    part, table = one_part
+    pq.write_table(table, part, store_schema=False)          # names from the Parquet schema alone (no Arrow copy)
+    blob = part.read_bytes()
+    at = blob.index(b"finding_codes")                        # the footer's schema element (its column chunk follows)
+    part.write_bytes(blob[:at] + b"\xaa" + blob[at + 1:])
+    assert _summarize_error(part.parent) == _refusal(part, "a part file of the audit table's columns",
+                                                     "columns whose names are not UTF-8")

@@ -66,9 +66,9 @@ def prepare_output(inv: Invocation, target: str, case_dir: Path, out_dir: Path) 
 def argv(inv: Invocation, target: str, out: Path) -> list[str]:
     if inv.command == "validate":
         return ["validate", target, "--format", inv.fmt, "--jobs", "1", "-v"] + (["--deep"] if inv.deep else []) \
-            + (["--json"] if inv.json else [])
+            + (["--json"] if inv.json else []) + inv.options
     if inv.command == "inspect":
-        return ["inspect", target, "--format", inv.fmt, "--width", "80"]
+        return ["inspect", target, "--format", inv.fmt, "--width", "80"] + inv.options
     if inv.command == "conformance":
         return ["conformance", "checkpoint", target] + (["--json"] if inv.json else [])
     force = ["--force"] if inv.output == "existing-force" else []

@@ -71,6 +71,8 @@ COMMAND_OF = {"validate": "validate", "validate-deep": "validate", "inspect": "i
               "convert": "convert", "conformance": "conformance", "readers": "read_layer", "remote": "validate",
               "audit": "validate"}
 REPORTS = ("validate", "validate-deep", "inspect", "conformance", "remote")   # could-not-run codes only (QF-5.1)
+SAMPLED = ("validate", "validate-deep", "inspect", "remote", "audit")   # the commands with --sample N
+SAMPLES = ("0", "1", "2", "3", "7", "-1", "1000000", str(2**63))
 READ_LIMIT = 6                                                        # tensors read per file by `readers`
 FAILURES = ("EXCEPTION:", "MEMORY", "TIMEOUT", "HANG", "CRASH", "UNPICKLED", "WROTE-INPUT", "CONTRACT:")
 
@@ -100,6 +102,9 @@ def build_case(seed: int, entry: str, index: int) -> fuzz_cases.FuzzCase:
         inv.json = extra.random() < 0.5
     if extra.random() < 0.75:      # most cases reach the command's body, not only the -o refusals
         inv.output = "new"
+    sample = random.Random(f"{seed}:{entry}:{index}:sample")   # a stream of its own: the others stay as they were
+    if entry in SAMPLED and sample.random() < 0.1:
+        inv.options += ["--sample", sample.choice(SAMPLES)]
     if entry == "remote":
         case.plan = services.draw_remote(extra, case.files)
         how = case.plan["how"]
@@ -464,7 +469,8 @@ def _run_audit(case, directory: Path, out_dir: Path) -> Result:
     out_dir.mkdir(parents=True, exist_ok=True)
     where = out_dir / "table"
     units = services.audit_units(case, directory)
-    argv = ["audit", "--out", str(where), "--format", case.fmt] + (["--deep"] if case.deep else [])
+    argv = ["audit", "--out", str(where), "--format", case.fmt] + (["--deep"] if case.deep else []) + \
+        case.invocation.options
     if plan["list"]:
         services.write_list(out_dir / "units.txt", units, plan["junk"])
         argv += ["--list", str(out_dir / "units.txt")]
