@@ -425,7 +425,8 @@ def _hub() -> services.Remote:
 
 def _run_remote(case, directory: Path, out_dir: Path) -> Result:
     """REMOTE-3 / QF-5.1: the case served as a repository (with its drawn faults), opened by its address."""
-    target = _hub().serve(case)
+    _hub().serve(case)
+    target = services.address(case, _hub().hub.endpoint)
     if case.plan["how"] == "readers":
         return _read_remote(case, target)
     return _run_cli(case, target, directory, out_dir)
@@ -465,7 +466,7 @@ def _run_audit(case, directory: Path, out_dir: Path) -> Result:
     from qformats.audit import table
 
     plan = case.plan
-    _hub()
+    _hub().serve(case)                         # hf:// units read the case from the stand-in (the real hub never)
     out_dir.mkdir(parents=True, exist_ok=True)
     where = out_dir / "table"
     units = services.audit_units(case, directory)

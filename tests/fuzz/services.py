@@ -81,8 +81,8 @@ class Remote:
             os.environ.pop(name, None)
         http.BACKOFF_S = 0.001        # REMOTE-3.4's backoff, short as in the remote tests (429 storms are drawn)
 
-    def serve(self, case) -> str:
-        """Serve ``case`` as repository fuzz/c<index> with its drawn faults; the address the case opens."""
+    def serve(self, case) -> None:
+        """Serve ``case`` as repository fuzz/c<index> with its drawn faults (``case.plan["faults"]``)."""
         hub, repo = self.hub, REPO.format(index=case.index)
         hub.repos.clear()
         hub.commits.clear()
@@ -96,7 +96,6 @@ class Remote:
                 where.add(key)
             else:
                 where[key] = value
-        return address(case, hub.endpoint)
 
 
 def address(case, endpoint: str) -> str:
@@ -121,18 +120,21 @@ DAMAGE_KINDS = ("flip", "cut", "empty", "swap", "foreign", "special-part", "spec
 
 
 def draw_audit(rng: random.Random, case) -> dict:
-    units = [rng.choice(["dir", "dir", "entry", "missing"]) for _ in range(rng.choice([1, 1, 2, 3]))]
+    units = [rng.choice(["dir", "dir", "entry", "missing", "hf"]) for _ in range(rng.choice([1, 1, 2, 3]))]
     listed = rng.random() < 0.3
     junk = rng.sample(JUNK_UNITS, rng.choice([0, 1, 2])) if listed else []
     damage = [] if rng.random() < 0.65 else [[rng.choice(DAMAGE_KINDS), rng.randrange(1 << 30)]
                                                for _ in range(rng.choice([1, 1, 2]))]
+    faults = [_fault(rng, case.files)] if "hf" in units and rng.random() < 0.3 else []
     return {"units": units, "list": listed, "junk": junk, "damage": damage, "json": rng.random() < 0.3,
-            "resume": rng.random() < 0.5 or bool(damage)}
+            "resume": rng.random() < 0.5 or bool(damage), "faults": faults}
 
 
 def audit_units(case, directory: Path) -> list[str]:
+    """The drawn units: the case directory, its entry, a missing path, and the case served as hf://fuzz/c<index>
+    (the caller serves it first)."""
     picks = {"dir": str(directory), "entry": str(directory / (case.entry or "model.safetensors")),
-             "missing": str(directory / "no-such-checkpoint")}
+             "missing": str(directory / "no-such-checkpoint"), "hf": f"hf://{REPO.format(index=case.index)}"}
     return [picks[u] for u in case.plan["units"]]
 
 
