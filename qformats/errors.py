@@ -278,6 +278,8 @@ CODES: dict[str, tuple[str, str]] = {
     # -- remote checkpoints: byte sources over HTTP, hf:// (spec/remote.md) -------------------
     "remote.url.invalid": ("REMOTE-2.1", "a remote address that is not hf://ORG/REPO[@REV][/FILE] or an http(s) URL "
                            "of one file (could not run)"),
+    "remote.listing.invalid": ("REMOTE-2.5", "a repository listing that is not one: a file path, size or commit no "
+                               "hub writes, or an answer the hub client cannot parse (could not run)"),
     "remote.extra.missing": ("REMOTE-2.3", "hf:// needs huggingface_hub, the optional extra qformats[hub] "
                              "(could not run)"),
     "remote.header.too_large": ("REMOTE-1.2", "a remote GGUF header larger than qformats fetches (could not run)"),

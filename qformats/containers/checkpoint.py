@@ -70,7 +70,8 @@ REMOTE_SCHEMES = ("hf://", "http://", "https://")
 COULD_NOT_RUN_CODES = frozenset({"ckpt.path.missing", "ckpt.path.unreadable", "ckpt.path.symlink_loop",
                                  "ckpt.no_model",
                                  # REMOTE-3: the bytes could not be had; nothing is said about the checkpoint
-                                 "remote.url.invalid", "remote.extra.missing", "remote.header.too_large",
+                                 "remote.url.invalid", "remote.listing.invalid", "remote.extra.missing",
+                                 "remote.header.too_large",
                                  "remote.not_found", "remote.unauthorized", "remote.rate_limited", "remote.http",
                                  "remote.range.ignored", "remote.short_read", "remote.size_mismatch"})
 WARNING_CODES = st.WARNING_CODES | frozenset({

@@ -12,6 +12,7 @@ would pass; the bytes go through qformats' own reader instead (REMOTE-1.2).
 from __future__ import annotations
 
 import os
+import re
 import time
 from typing import Any
 
@@ -81,6 +82,11 @@ def _listing(api: Any, uri: Any, url: str) -> Any:
             raise fail(code, "path", "an answer to the repository listing", f"HTTP {status}", file=url) from None
         except (OSError, QFormatsError):
             raise
+        except (KeyError, TypeError, ValueError, AttributeError) as err:
+            # the hub client building its ModelInfo from an answer no hub writes (REMOTE-2.5): siblings that are
+            # not a list of objects, an lfs that is not one, a body that is not JSON
+            raise fail("remote.listing.invalid", "path", "a repository listing the hub client can parse",
+                       f"{type(err).__name__}: {err}"[:200], file=url) from None
         except Exception as err:  # noqa: BLE001 - the hub client's transport errors (httpx2) share no base we import
             if type(err).__module__.split(".")[0] not in ("httpx2", "httpx", "huggingface_hub"):
                 raise
@@ -89,12 +95,45 @@ def _listing(api: Any, uri: Any, url: str) -> Any:
     raise AssertionError("unreachable")  # pragma: no cover
 
 
+_COMMIT = re.compile(r"[0-9A-Za-z._-]{1,128}")
+MAX_SIZE = 2**63 - 1
+
+
+def _invalid(field: str, constraint: str, actual: Any, url: str) -> QFormatsError:
+    return fail("remote.listing.invalid", field, constraint, actual, file=url)
+
+
+def _commit(sha: Any, url: str) -> str | None:
+    """REMOTE-2.5: the listed commit, which goes into every file's URL and name, or None when the hub gave none."""
+    if sha is not None and not (isinstance(sha, str) and _COMMIT.fullmatch(sha)):
+        raise _invalid("sha", "a commit id: 1 to 128 letters, digits, '.', '_' or '-'", sha, url)
+    return sha
+
+
+def _files(info: Any, url: str) -> list[tuple[str, int | None]]:
+    """REMOTE-2.5: (path, size) of each listed file, checked before any is read."""
+    files: dict[str, int | None] = {}
+    for sibling in info.siblings or ():
+        name = getattr(sibling, "rfilename", None)
+        if not (isinstance(name, str) and all(part not in ("", ".", "..") for part in name.split("/"))):
+            raise _invalid("rfilename", "a relative file path ('/'-separated, no empty, '.' or '..' segment)", name,
+                           url)
+        if name in files:
+            raise _invalid("rfilename", "each file listed once", name, url)
+        lfs = getattr(sibling, "lfs", None)
+        size = getattr(lfs, "size", None) if lfs else sibling.size
+        if size is not None and (isinstance(size, bool) or not isinstance(size, int) or not 0 <= size <= MAX_SIZE):
+            raise _invalid(f"size of {name}", "a size in bytes: an integer from 0 to 2^63 - 1", size, url)
+        files[name] = size
+    return list(files.items())
+
+
 def commit(url: str) -> str:
     """AUDIT-2.1: the commit an ``hf://`` address names now (its revision resolved by one listing request)."""
     _hub()
     uri = _parse(url)
     info = _listing(_hub().HfApi(endpoint=endpoint()), uri, url)
-    return info.sha or uri.revision or "main"
+    return _commit(info.sha, url) or uri.revision or "main"
 
 
 def open_hub(url: str) -> ck.Checkpoint:
@@ -104,13 +143,12 @@ def open_hub(url: str) -> ck.Checkpoint:
     uri = _parse(url)
     where = endpoint()
     info = _listing(hub.HfApi(endpoint=where), uri, url)
-    sha = info.sha or uri.revision or "main"
+    sha = _commit(info.sha, url) or uri.revision or "main"
     base = f"hf://{'' if uri.type == 'model' else uri.type + 's/'}{uri.id}@{sha}"
     entries: dict[str, tuple[str, int | None]] = {}
-    for sibling in info.siblings or ():
-        size = sibling.lfs.size if getattr(sibling, "lfs", None) else sibling.size
-        entries[f"{base}/{sibling.rfilename}"] = (
-            hub.hf_hub_url(uri.id, sibling.rfilename, repo_type=uri.type, revision=sha, endpoint=where), size)
+    for name, size in _files(info, url):
+        entries[f"{base}/{name}"] = (
+            hub.hf_hub_url(uri.id, name, repo_type=uri.type, revision=sha, endpoint=where), size)
     headers = hub.utils.build_hf_headers(library_name="qformats")
     auth = {k: v for k, v in headers.items() if k.lower() == "authorization"}
     io = RemoteFiles(base, entries, headers={k: v for k, v in headers.items() if k not in auth}, auth=auth,

@@ -32,7 +32,11 @@ REPO = "fuzz/c{index}"
 
 REMOTE_HOW = {"validate": 0.45, "inspect": 0.25, "readers": 0.30}
 FAULT_KINDS = ("ignore_range", "status", "too_many", "truncate", "content_range_total", "listed_size",
-               "api_status", "fail_after")
+               "api_status", "fail_after", "listing")
+# a listing no real hub writes: what a broken mirror behind HF_ENDPOINT could answer (key -> values)
+LISTING_NONSENSE = {"size": ["12", -5, 1.5, None, 2**70, True], "lfs.size": ["9", -1, None, 2**64],
+                    "lfs": [None, "x", []], "rfilename": [None, 7, "", "../config.json", "a//b"],
+                    "*sha": [None, 5, "", "../.."], "*siblings": [None, {}, "x", [1, 2], [{}]], "*id": [None, 3]}
 ODD_ADDRESSES = ("hf://fuzz", "hf://fuzz/{repo_name}@no-such-revision", "hf://datasets/fuzz/{repo_name}",
                  "hf://fuzz/{repo_name}/no/such/file.safetensors", "hf://", "hf://fuzz/{repo_name}@",
                  "http://127.0.0.1:9/model.safetensors", "{endpoint}/fuzz/{repo_name}/resolve/main/",
@@ -52,7 +56,12 @@ def _fault(rng: random.Random, files: dict) -> list:
              "content_range_total": rng.choice([0, size - 1, size + 1, 2**63]),
              "listed_size": rng.choice([0, -1, size - 1, size + 1, 2**62]),
              "api_status": rng.choice([401, 403, 404, 429, 500]),
-             "fail_after": rng.choice([0, 1, 2, 3])}[kind]
+             "fail_after": rng.choice([0, 1, 2, 3]),
+             "listing": None}[kind]
+    if kind == "listing":
+        key = rng.choice(sorted(LISTING_NONSENSE))
+        name, value = ("*", [key[1:], rng.choice(LISTING_NONSENSE[key])]) if key.startswith("*") else \
+            (name, [key, rng.choice(LISTING_NONSENSE[key])])
     return [kind, name, value]
 
 
@@ -92,6 +101,8 @@ class Remote:
         for kind, name, value in case.plan.get("faults", []):
             where = getattr(hub.faults, kind)
             key = repo if kind == "api_status" else name
+            if kind == "listing":
+                value = tuple(value)
             if isinstance(where, set):
                 where.add(key)
             else:

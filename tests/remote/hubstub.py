@@ -35,6 +35,9 @@ class Faults:
     listed_size: dict[str, int] = field(default_factory=dict)          # lie about the size in the listing
     api_status: dict[str, int] = field(default_factory=dict)           # repo id -> status of the API route
     fail_after: dict[str, int] = field(default_factory=dict)  # answer 500 after this many good ranged GETs
+    listing: dict[str, tuple[str, object]] = field(default_factory=dict)  # a hub or mirror answering nonsense:
+    # path -> (key, value) set in that file's listing entry ("lfs.size" inside its lfs object); "*" -> (key,
+    # value) set on the listing document itself
 
 
 class Hub:
@@ -177,8 +180,14 @@ def _handler(hub: Hub) -> type[BaseHTTPRequestHandler]:
                 if name.endswith(LFS_SUFFIXES):
                     entry["lfs"] = {"size": size, "sha256": _digest(data, hashlib.sha256), "pointerSize": 134}
                 siblings.append(entry)
-            body = json.dumps({"id": repo, "modelId": repo, "sha": hub.sha(repo), "private": False,
-                               "siblings": siblings}).encode()
+            doc = {"id": repo, "modelId": repo, "sha": hub.sha(repo), "private": False, "siblings": siblings}
+            for name, (key, value) in hub.faults.listing.items():
+                for entry in [doc] if name == "*" else [e for e in siblings if e["rfilename"] == name]:
+                    if key == "lfs.size":
+                        entry.setdefault("lfs", {})["size"] = value
+                    else:
+                        entry[key] = value
+            body = json.dumps(doc).encode()
             self._plain(200, {"Content-Type": "application/json"}, body)
 
         def _file(self, repo: str, name: str, head: bool) -> None:

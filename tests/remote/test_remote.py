@@ -264,6 +264,69 @@ def test_missing_file_in_the_repository_is_could_not_run(hub):
                                f"{hub.sha(repo)[:12]} (got other.gguf) [remote.not_found, REMOTE-3.2]")
 
 
+# -- REMOTE-2.5: a listing no hub writes (a broken mirror behind HF_ENDPOINT; the fuzz's stand-in found each) --------
+
+def _listing_refusal(hub, patch: dict) -> QFormatsError:
+    repo = hub.add_dir("org/listing", CKPTS / "gptq_v1_sym_4bit")
+    hub.faults.listing.update(patch)
+    err = refused(f"hf://{repo}")
+    assert (err.code, err.clause, err.file) == ("remote.listing.invalid", "REMOTE-2.5", f"hf://{repo}")
+    assert hub.served() == 0                                    # refused before any file is read
+    return err
+
+
+SIZE_RULE = "a size in bytes: an integer from 0 to 2^63 - 1"
+
+
+@pytest.mark.parametrize("size", ["12", 1.5, True, -5, 2**63], ids=["string", "float", "bool", "negative", "2^63"])
+def test_a_listed_size_that_is_not_a_byte_count_is_refused(hub, size):
+    err = _listing_refusal(hub, {"config.json": ("size", size)})
+    assert (err.tensor, err.constraint, err.actual) == ("size of config.json", SIZE_RULE, size)
+
+
+def test_an_lfs_size_that_is_not_a_byte_count_is_refused(hub):
+    """The size of a weight file is its lfs object's (the listing's own size is the pointer's)."""
+    err = _listing_refusal(hub, {"model.safetensors": ("lfs.size", "9")})
+    assert (err.tensor, err.constraint, err.actual) == ("size of model.safetensors", SIZE_RULE, "9")
+
+
+@pytest.mark.parametrize("name", [None, 7, "", "../config.json", "a//b", "./x"])
+def test_a_listed_path_that_is_not_a_relative_file_path_is_refused(hub, name):
+    err = _listing_refusal(hub, {"config.json": ("rfilename", name)})
+    assert (err.tensor, err.constraint, err.actual) == (
+        "rfilename", "a relative file path ('/'-separated, no empty, '.' or '..' segment)", name)
+
+
+def test_a_path_listed_twice_is_refused(hub):
+    err = _listing_refusal(hub, {"model.safetensors": ("rfilename", "config.json")})
+    assert (err.tensor, err.constraint, err.actual) == ("rfilename", "each file listed once", "config.json")
+
+
+@pytest.mark.parametrize("sha", [5, "", "../..", "a" * 129])
+def test_a_commit_that_is_not_a_commit_id_is_refused(hub, sha):
+    """The commit goes into every file's URL and name: it is checked like a path."""
+    err = _listing_refusal(hub, {"*": ("sha", sha)})
+    assert (err.tensor, err.constraint, err.actual) == (
+        "sha", "a commit id: 1 to 128 letters, digits, '.', '_' or '-'", sha)
+
+
+@pytest.mark.parametrize("siblings, why", [({"a": 1}, "TypeError"), ("x", "TypeError"), ([{}], "KeyError"),
+                                           ([1, 2], "TypeError")], ids=["object", "string", "no-name", "numbers"])
+def test_a_listing_the_hub_client_cannot_parse_is_refused(hub, siblings, why):
+    """huggingface_hub builds its ModelInfo from the answer and raises what Python raises; that is the listing's
+    fault, not a bug to show as a traceback."""
+    err = _listing_refusal(hub, {"*": ("siblings", siblings)})
+    assert (err.tensor, err.constraint) == ("path", "a repository listing the hub client can parse")
+    assert err.actual.startswith(why + ": ")
+
+
+def test_a_listing_without_a_commit_reads_at_the_revision_asked(hub):
+    """REMOTE-2.5: no sha is allowed; files are then read at the revision the address names (main)."""
+    repo = hub.add_dir("org/nosha", CKPTS / "gptq_v1_sym_4bit")
+    hub.faults.listing["*"] = ("sha", None)
+    assert validate(f"hf://{repo}").verdict == validate(str(CKPTS / "gptq_v1_sym_4bit")).verdict
+
+
 # -- REMOTE-3: negative servers -------------------------------------------------------------------------------------
 
 def test_server_ignoring_range_is_aborted_before_the_body(hub):
