@@ -110,10 +110,25 @@ def _remote_hook() -> None:
         register(resolver)
 
 
+MAX_LIST_BYTES = 64 << 20      # AUDIT-2.2: about 600,000 hf:// addresses
+
+
 def read_list(path: str) -> list[str]:
-    """AUDIT-2.2: units one per line; blank lines and ``#`` comments skipped."""
+    """AUDIT-2.2: units one per line; blank lines and ``#`` comments skipped. A regular file of at most
+    :data:`MAX_LIST_BYTES`, its size checked before it is read: /dev/zero as the list grew without bound and a FIFO
+    blocked (both found by the fuzz)."""
+    from ..containers.source import FileSource
+
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        source = FileSource(path)                 # stat, and a regular file only: nothing is opened before
+    except (OSError, ValueError) as exc:          # ValueError: a NUL in the path
+        raise fail("audit.list.unreadable", "list", "a readable UTF-8 file of units, one per line",
+                   f"{type(exc).__name__}: {exc}", file=path) from None
+    if source.size > MAX_LIST_BYTES:
+        raise fail("audit.list.unreadable", "list", f"a list of at most {MAX_LIST_BYTES} bytes", source.size,
+                   file=path)
+    try:
+        text = source.read(0, source.size).decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise fail("audit.list.unreadable", "list", "a readable UTF-8 file of units, one per line",
                    f"{type(exc).__name__}: {exc}", file=path) from None

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import stat
 from collections import Counter
 from pathlib import Path
 
@@ -157,6 +159,52 @@ def test_unreadable_list_is_could_not_run(tmp_path, capsys):
     assert err.startswith(f"qformats: {tmp_path / 'absent.txt'}: 'list' must be a readable UTF-8 file of units, one "
                           "per line (got FileNotFoundError: ")
     assert err.endswith("[audit.list.unreadable, AUDIT-2.2]\n")
+
+
+LIST_RULE = "a readable UTF-8 file of units, one per line"
+
+
+def _list_refusal(path) -> QFormatsError:
+    with pytest.raises(QFormatsError) as err:
+        read_list(str(path))
+    assert (err.value.code, err.value.tensor, err.value.file) == ("audit.list.unreadable", "list", str(path))
+    return err.value
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dev-zero"])
+def test_a_list_that_is_not_a_regular_file_is_refused_unopened(tmp_path, kind):
+    """AUDIT-2.2: a FIFO would block the reader and /dev/zero never ends (the fuzz found both): refused from stat."""
+    path = tmp_path / "units.txt"
+    os.mkfifo(path) if kind == "fifo" else os.symlink("/dev/zero", path)
+    err = _list_refusal(path)
+    mode = stat.filemode(os.stat(path).st_mode)          # prw-r--r-- under umask 022; crw-rw-rw-
+    assert mode[0] in "pc"
+    assert (err.constraint, err.actual) == (LIST_RULE, f"OSError: [Errno 22] not a regular file ({mode}): '{path}'")
+
+
+def test_a_list_at_the_size_limit_is_read_and_one_byte_past_it_is_refused(tmp_path):
+    """AUDIT-2.2: at most 64 MiB, checked before a byte is read (a sparse file: its size is what counts)."""
+    path = tmp_path / "units.txt"
+    with open(path, "wb") as fh:
+        fh.write(b"x\n")
+        fh.truncate(64 << 20)
+    assert read_list(str(path)) == ["x", "\0" * ((64 << 20) - 2)]
+    os.truncate(path, (64 << 20) + 1)
+    err = _list_refusal(path)
+    assert (err.constraint, err.actual) == (f"a list of at most {64 << 20} bytes", (64 << 20) + 1)
+
+
+def test_a_list_that_is_not_utf8_is_refused(tmp_path):
+    path = tmp_path / "units.txt"
+    path.write_bytes(b"\xff\xfe units")
+    err = _list_refusal(path)
+    assert (err.constraint, err.actual) == (LIST_RULE, "UnicodeDecodeError: 'utf-8' codec can't decode byte 0xff in "
+                                                       "position 0: invalid start byte")
+
+
+def test_a_list_path_with_a_nul_is_refused(tmp_path):
+    err = _list_refusal(f"{tmp_path}/units\0.txt")
+    assert (err.constraint, err.actual) == (LIST_RULE, "ValueError: embedded null byte")
 
 
 def test_cli_exit_code_counts_every_unit_named(tmp_path, capsys):

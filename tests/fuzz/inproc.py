@@ -473,7 +473,7 @@ def _run_audit(case, directory: Path, out_dir: Path) -> Result:
     argv = ["audit", "--out", str(where), "--format", case.fmt] + (["--deep"] if case.deep else []) + \
         case.invocation.options
     if plan["list"]:
-        services.write_list(out_dir / "units.txt", units, plan["junk"])
+        services.write_list(out_dir / "units.txt", case, units)
         argv += ["--list", str(out_dir / "units.txt")]
     else:
         argv += units
@@ -777,9 +777,11 @@ CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 def proc_cpu(pid: int) -> tuple[str, float]:
-    """(state letter, user+system CPU seconds) of a process, from /proc (Linux)."""
+    """(state letter, user+system CPU seconds) of a worker's main thread, the one running the case, from /proc
+    (Linux). Not the whole process: the hub stand-in's thread polls, so a case blocked in open() on a FIFO would
+    still show a process using CPU and never look blocked."""
     try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        fields = Path(f"/proc/{pid}/task/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except (OSError, IndexError):
         return "X", 0.0
     return fields[0], (int(fields[11]) + int(fields[12])) / CLOCK_TICKS

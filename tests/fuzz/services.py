@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 import random
+import signal
 import sys
 from pathlib import Path
 
@@ -83,7 +84,13 @@ class Remote:
         from qformats.remote import http
 
         self.hubstub = hubstub
-        self.hub = hubstub.Hub().start()
+        # the stand-in's threads (and the handler threads they start) never take the per-case CPU timer's SIGPROF:
+        # it goes to the main thread, which runs the case, whatever system call it is blocked in
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGPROF})
+        try:
+            self.hub = hubstub.Hub().start()
+        finally:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGPROF})
         os.environ.update(HF_ENDPOINT=self.hub.endpoint, HF_HOME=str(scratch / "hf-home"), NO_PROXY="127.0.0.1",
                           no_proxy="127.0.0.1", HF_HUB_DISABLE_IMPLICIT_TOKEN="1", HF_HUB_DISABLE_TELEMETRY="1")
         for name in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_HUB_OFFLINE"):
@@ -126,6 +133,7 @@ def address(case, endpoint: str) -> str:
 
 JUNK_UNITS = ("/dev/zero", "/dev/null", "/proc/self/mem", "no-such-unit", "   ", "# a comment", "hf://fuzz/none",
               "hf://", "http://127.0.0.1:9/x.safetensors", "\u00e9\u0000", "..", "a" * 5000)
+SPECIAL_PREFIXES = ("special-", "page-link")
 DAMAGE_KINDS = ("flip", "cut", "empty", "swap", "foreign", "special-part", "special-temporary", "page-link",
                 "garbage-line")
 
@@ -137,8 +145,10 @@ def draw_audit(rng: random.Random, case) -> dict:
     damage = [] if rng.random() < 0.65 else [[rng.choice(DAMAGE_KINDS), rng.randrange(1 << 30)]
                                                for _ in range(rng.choice([1, 1, 2]))]
     faults = [_fault(rng, case.files)] if "hf" in units and rng.random() < 0.3 else []
+    # the --list file itself: units and junk lines mostly; else a case file's bytes, or no regular file at all
+    list_kind = rng.choice(["units"] * 7 + ["bytes", "zero", "fifo"]) if listed else "units"
     return {"units": units, "list": listed, "junk": junk, "damage": damage, "json": rng.random() < 0.3,
-            "resume": rng.random() < 0.5 or bool(damage), "faults": faults}
+            "resume": rng.random() < 0.5 or bool(damage), "faults": faults, "list_kind": list_kind}
 
 
 def audit_units(case, directory: Path) -> list[str]:
@@ -149,8 +159,18 @@ def audit_units(case, directory: Path) -> list[str]:
     return [picks[u] for u in case.plan["units"]]
 
 
-def write_list(path: Path, units: list[str], junk: list[str]) -> None:
-    path.write_text("\n".join(["# units", *units, *junk]) + "\n", encoding="utf-8", errors="surrogateescape")
+def write_list(path: Path, case, units: list[str]) -> None:
+    kind = case.plan.get("list_kind", "units")
+    regular = sorted(n for n, v in case.files.items() if isinstance(v, bytes))
+    if kind == "zero":
+        os.symlink("/dev/zero", path)
+    elif kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "bytes" and regular:
+        path.write_bytes(case.files[regular[case.index % len(regular)]])
+    else:
+        path.write_text("\n".join(["# units", *units, *case.plan["junk"]]) + "\n", encoding="utf-8",
+                        errors="surrogateescape")
 
 
 _FOREIGN: list[bytes] = []
@@ -177,6 +197,9 @@ def damage_table(out: Path, case, directory: Path) -> list[str]:
         rng = random.Random(draw)
         parts = sorted(p for p in out.glob("part-*.parquet") if p.is_file() and not p.is_symlink())
         target = rng.choice(parts) if parts else out / "part-fuzz.parquet"
+        if not kind.startswith(SPECIAL_PREFIXES) and os.path.lexists(target) and \
+                not (target.is_file() and not target.is_symlink()):
+            continue                          # no part file to damage: an earlier damage put a special there
         data = target.read_bytes() if target.exists() else b""
         regular = sorted(n for n, v in case.files.items() if isinstance(v, bytes))
         if kind == "flip" and data:

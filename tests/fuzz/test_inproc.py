@@ -14,6 +14,7 @@ import json
 import os
 import pickle
 import signal
+import threading
 import time
 from pathlib import Path
 
@@ -147,6 +148,29 @@ def test_a_hang_the_timer_cannot_stop_is_killed_and_the_run_goes_on(tmp_path, mo
     key, f = _only_class(state)
     assert key == f"validate | {outcome} | tests/fuzz/test_inproc.py in {behaviour.__name__}"
     assert f["count"] == 2 and state["entries"]["validate"]["ranges"] == [[0, 2]]
+    assert time.monotonic() - start < 60
+
+
+def _read_sleeps_beside_a_busy_thread(self, offset, n):
+    def busy():
+        while True:
+            pass
+    threading.Thread(target=busy, daemon=True).start()
+    time.sleep(60)
+
+
+def test_a_case_blocked_while_the_hub_stand_in_runs_is_killed(tmp_path, monkeypatch):
+    """The remote entry point's worker runs the hub stand-in's threads beside the case (pyarrow has a pool too): a
+    case asleep in a system call while another thread of its worker uses CPU is still seen as blocked (its own
+    thread's CPU and state, not the process's) and killed as blocked, not as a loop."""
+    from qformats.remote import http
+
+    start = time.monotonic()
+    monkeypatch.setattr(http.HttpRangeSource, "read", _read_sleeps_beside_a_busy_thread)
+    state = inproc.run(state_path=tmp_path, cases=2, workers=1, seed=0, entries=("remote",), limit_s=0.5,
+                       block_s=1.5, quiet=True)
+    assert {k.split(" | ")[1] for k in state["failures"]} == {"HANG-BLOCKED"}
+    assert state["entries"]["remote"]["ranges"] == [[0, 2]]
     assert time.monotonic() - start < 60
 
 
