@@ -337,8 +337,6 @@ def _run_readers(case, target: str, directory: Path) -> Result:
     import numpy as np
 
     from qformats.containers import gguf, safetensors as st
-    from qformats.containers.checkpoint import open_checkpoint
-    from qformats.tools import read_layer
 
     def header(p):
         h = st.read_header(p)
@@ -347,15 +345,6 @@ def _run_readers(case, target: str, directory: Path) -> Result:
     def gguf_file(p):
         with gguf.read_gguf(p) as g:
             return [g.tensor_array(t.name).sum() for t in list(g.tensors)[:READ_LIMIT]]
-
-    def checkpoint():
-        with open_checkpoint(target) as ck:
-            return [np.asarray(ck.tensor(n)).sum() for n in ck.tensor_names()[:READ_LIMIT]]
-
-    def layer():
-        got = read_layer(target, (case.invocation.names or ["x"])[0])
-        if not (isinstance(got, dict) and got and all(isinstance(v, np.ndarray) for v in got.values())):
-            raise NotALayer(f"read_layer gave {type(got).__name__} {list(got)[:4] if isinstance(got, dict) else ''}")
 
     # (step, whether OSError is its documented answer: the file readers say so for a path that is not a
     # readable regular file; open_checkpoint and read_layer map it to could-not-run codes)
@@ -369,8 +358,26 @@ def _run_readers(case, target: str, directory: Path) -> Result:
             steps.append((lambda p=entry.path: gguf_file(p), True))
             if entry.is_file(follow_symlinks=False):
                 steps.append((lambda p=entry.path: gguf.read_gguf_bytes(Path(p).read_bytes()).tensors, False))
-    steps += [(checkpoint, False), (layer, False)]
-    return _judge_steps(steps)
+    return _judge_steps(steps + _checkpoint_steps(case, target))
+
+
+def _checkpoint_steps(case, target: str) -> list:
+    """``open_checkpoint``/``tensor`` and ``read_layer`` on ``target`` (a path or a remote address)."""
+    import numpy as np
+
+    from qformats.containers.checkpoint import open_checkpoint
+    from qformats.tools import read_layer
+
+    def checkpoint():
+        with open_checkpoint(target) as ck:
+            return [np.asarray(ck.tensor(n)).sum() for n in ck.tensor_names()[:READ_LIMIT]]
+
+    def layer():
+        got = read_layer(target, (case.invocation.names or ["x"])[0])
+        if not (isinstance(got, dict) and got and all(isinstance(v, np.ndarray) for v in got.values())):
+            raise NotALayer(f"read_layer gave {type(got).__name__} {list(got)[:4] if isinstance(got, dict) else ''}")
+
+    return [(checkpoint, False), (layer, False)]
 
 
 def _judge_steps(steps) -> Result:
@@ -396,25 +403,6 @@ def _judge_steps(steps) -> Result:
     return Result(f"read{min(read, 3)}-refused{min(refused, 3)}")
 
 
-def _read_remote(case, target: str) -> Result:
-    """The Python readers on a remote address: ``open_checkpoint``/``tensor`` and ``read_layer``."""
-    import numpy as np
-
-    from qformats.containers.checkpoint import open_checkpoint
-    from qformats.tools import read_layer
-
-    def checkpoint():
-        with open_checkpoint(target) as ck:
-            return [np.asarray(ck.tensor(n)).sum() for n in ck.tensor_names()[:READ_LIMIT]]
-
-    def layer():
-        got = read_layer(target, (case.invocation.names or ["x"])[0])
-        if not (isinstance(got, dict) and got and all(isinstance(v, np.ndarray) for v in got.values())):
-            raise NotALayer(f"read_layer gave {type(got).__name__} {list(got)[:4] if isinstance(got, dict) else ''}")
-
-    return _judge_steps([(checkpoint, False), (layer, False)])
-
-
 def _hub() -> services.Remote:
     """The worker's hub stand-in, HF_ENDPOINT pointing at it: remote cases, and audit units that are hf:// addresses
     (a fuzz never reaches the real hub)."""
@@ -428,7 +416,7 @@ def _run_remote(case, directory: Path, out_dir: Path) -> Result:
     _hub().serve(case)
     target = services.address(case, _hub().hub.endpoint)
     if case.plan["how"] == "readers":
-        return _read_remote(case, target)
+        return _judge_steps(_checkpoint_steps(case, target))
     return _run_cli(case, target, directory, out_dir)
 
 
