@@ -32,6 +32,7 @@ from .formats.gptq.layers import require_config
 from .formats.gptq.layout import modules_params
 from .formats import registry
 from .layers import LayerGroup, load_layer
+from .remote import is_remote
 from .report import plural
 from .validate import group_layers
 
@@ -361,6 +362,9 @@ def convert(path: str, out: str, *, to: str, source_version: str | None = None,
     target = VERSIONS.get(to)
     if target is None and to not in TARGETS:
         raise fail("argument.invalid", "to", ", ".join(dict.fromkeys(("gptq_v2", "gptq", *TARGETS))), to)
+    if is_remote(path):      # the output holds a copy of every file, so the input is downloaded either way
+        raise fail("argument.invalid", "path", "a local checkpoint: convert copies every file of it (download it "
+                   "first, e.g. `hf download ORG/REPO --local-dir DIR`)", path)
     dst = _check_output(path, out)
     if dst.exists():
         raise fail("argument.invalid", "output", "a path that does not exist yet", str(out))

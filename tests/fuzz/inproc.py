@@ -70,7 +70,7 @@ ENTRY_POINTS = ("validate", "validate-deep", "inspect", "decode", "convert", "co
 COMMAND_OF = {"validate": "validate", "validate-deep": "validate", "inspect": "inspect", "decode": "decode",
               "convert": "convert", "conformance": "conformance", "readers": "read_layer", "remote": "validate",
               "audit": "validate"}
-REPORTS = ("validate", "validate-deep", "inspect", "conformance", "remote")   # could-not-run codes only (QF-5.1)
+REPORT_COMMANDS = ("validate", "inspect", "conformance")        # could-not-run codes only (QF-5.1)
 SAMPLED = ("validate", "validate-deep", "inspect", "remote", "audit")   # the commands with --sample N
 SAMPLES = ("0", "1", "2", "3", "7", "-1", "1000000", str(2**63))
 READ_LIMIT = 6                                                        # tensors read per file by `readers`
@@ -107,11 +107,16 @@ def build_case(seed: int, entry: str, index: int) -> fuzz_cases.FuzzCase:
         inv.options += ["--sample", sample.choice(SAMPLES)]
     if entry == "remote":
         case.plan = services.draw_remote(extra, case.files)
-        how = case.plan["how"]
-        case.command = inv.command = "read_layer" if how == "readers" else how
-        inv.output, inv.json = "new", how == "validate" and extra.random() < 0.3
+        how, is_gguf = case.plan["how"], case.seed_name.endswith(".gguf")
+        case.command = "read_layer" if how == "readers" else how
+        if how in ("decode", "convert", "conformance"):          # their own draws: names, readers, targets
+            case.invocation = inv = fuzz_cases._invocation(extra, case, how, is_gguf)
+        inv.command, inv.jobs = case.command, 1
+        # -o is local: new, or an existing file (kept without --force); the remote input cannot be written
+        inv.output, inv.json = extra.choice(["new", "new", "existing", "existing-force"]), \
+            how in ("validate", "conformance") and extra.random() < 0.3
         if how == "readers":
-            inv.names = fuzz_cases._names(extra, case, case.seed_name.endswith(".gguf"))
+            inv.names = fuzz_cases._names(extra, case, is_gguf)
     elif entry == "audit":
         case.plan = services.draw_audit(extra, case)
     return case
@@ -291,7 +296,7 @@ def _check_cli(case, code, stdout: str, stderr: str, out: Path, before: str | No
         if exc is None:
             return Result("usage" if "usage:" in stderr else "CONTRACT:exit2-without-error", stderr[:300])
         raised_at = project_frame(traceback.extract_tb(exc.__traceback__))
-        if case.entry_point in REPORTS and exc.code not in COULD_NOT_RUN:
+        if case.command in REPORT_COMMANDS and exc.code not in COULD_NOT_RUN:
             return Result(f"CONTRACT:raised-{exc.code}", str(exc)[:300], raised_at)
         if not stderr.startswith("qformats: ") or stderr.count("\n") != 1:
             return Result("CONTRACT:exit2-message", stderr[:300], raised_at)

@@ -31,7 +31,8 @@ REPO = "fuzz/c{index}"
 
 # -- remote ------------------------------------------------------------------------------------------------
 
-REMOTE_HOW = {"validate": 0.45, "inspect": 0.25, "readers": 0.30}
+REMOTE_HOW = {"validate": 0.30, "inspect": 0.15, "readers": 0.20, "decode": 0.10, "convert": 0.10,
+              "conformance": 0.15}            # every command that takes a path, and the Python readers
 FAULT_KINDS = ("ignore_range", "status", "too_many", "truncate", "content_range_total", "listed_size",
                "api_status", "fail_after", "listing")
 # a listing no real hub writes: what a broken mirror behind HF_ENDPOINT could answer (key -> values)

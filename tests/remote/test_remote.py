@@ -264,6 +264,27 @@ def test_missing_file_in_the_repository_is_could_not_run(hub):
                                f"{hub.sha(repo)[:12]} (got other.gguf) [remote.not_found, REMOTE-3.2]")
 
 
+def test_decode_reads_a_remote_layer_as_the_local_one(hub, tmp_path):
+    """REMOTE-2.1: decode takes an hf:// address; the layer decoded is the one decoded from the same bytes on disk."""
+    repo = hub.add_dir("org/decode", CKPTS / "gptq_v1_sym_4bit")
+    module = "model.layers.0.self_attn.q_proj"
+    assert main(["decode", f"hf://{repo}", "--tensor", module, "-o", str(tmp_path / "remote.safetensors")]) == 0
+    assert main(["decode", str(CKPTS / "gptq_v1_sym_4bit"), "--tensor", module, "-o", str(tmp_path / "local.safetensors")]) == 0
+    assert (tmp_path / "remote.safetensors").read_bytes() == (tmp_path / "local.safetensors").read_bytes()
+
+
+def test_convert_of_a_remote_checkpoint_is_refused_naming_the_download(hub, tmp_path, capsys):
+    """REMOTE-2.1: convert copies every file, so it takes local checkpoints only; an hf:// address is refused
+    before any request (before, a FileNotFoundError for 'hf:/org' ended it as an internal error)."""
+    repo = hub.add_dir("org/convert", CKPTS / "gptq_v1_sym_4bit")
+    hub.reset()
+    assert main(["convert", f"hf://{repo}", "--to", "gptq_v2", "-o", str(tmp_path / "out")]) == 2
+    assert capsys.readouterr().err == (
+        f"qformats: 'path' must be a local checkpoint: convert copies every file of it (download it first, e.g. "
+        f"`hf download ORG/REPO --local-dir DIR`) (got hf://{repo}) [argument.invalid, QF-2.6]\n")
+    assert hub.requests == [] and not (tmp_path / "out").exists()
+
+
 # -- REMOTE-2.5: a listing no hub writes (a broken mirror behind HF_ENDPOINT; the fuzz's stand-in found each) --------
 
 def _listing_refusal(hub, patch: dict) -> QFormatsError:
