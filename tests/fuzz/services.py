@@ -201,7 +201,7 @@ def damage_table(out: Path, case, directory: Path) -> list[str]:
         if not kind.startswith(SPECIAL_PREFIXES) and os.path.lexists(target) and \
                 not (target.is_file() and not target.is_symlink()):
             continue                          # no part file to damage: an earlier damage put a special there
-        data = target.read_bytes() if target.exists() else b""
+        data = target.read_bytes() if target.is_file() and not target.is_symlink() else b""   # never a FIFO
         regular = sorted(n for n, v in case.files.items() if isinstance(v, bytes))
         if kind == "flip" and data:
             blob = bytearray(data)
