@@ -40,7 +40,9 @@ DASK_ADDRESS = re.compile(r"^(tcp|tls)://[^\s/]+:\d{1,5}$")
 SCHEDULER_HELP = ("where parallel work runs: processes (a process pool on this machine, the default), local (a "
                   "Dask LocalCluster of --jobs worker processes) or tcp://HOST:PORT (an existing Dask scheduler; "
                   "its workers must see the same paths); local and tcp:// need the extra qformats[cluster]")
-EXTRAS = {"distributed": "cluster", "pyarrow": "audit", "rich": "audit"}
+# each optional module a command imports -> the extra that installs it (a pyarrow built without Parquet, such as
+# conda-forge's pyarrow-core, imports while pyarrow.parquet does not)
+EXTRAS = {"distributed": "cluster", "pyarrow": "audit", "pyarrow.parquet": "audit", "rich": "audit"}
 # The LocalCluster's workers get glibc's mmap threshold fixed at 32 MiB (its dynamic ceiling). Dask's nanny sets
 # MALLOC_TRIM_THRESHOLD_, and glibc then stops raising the mmap threshold from 128 KiB, so every large NumPy
 # temporary of a deep check is a fresh mmap whose pages fault in: measured 2026-11-28 (benchmarks/cluster.py, 978 MB

@@ -238,6 +238,11 @@ def test_plain_progress_lines_when_not_a_terminal(tmp_path, capsys):
     pytest.param("hf://datasets/org/repo@main/x.safetensors", ("datasets/org/repo", "main", "x.safetensors"),
                  id="dataset"),
     pytest.param("https://host.example/a/b.gguf?download=1", ("https://host.example/a", "", "b.gguf"), id="url"),
+    pytest.param("hf://spaces/org/app@v1/app.gguf", ("spaces/org/app", "v1", "app.gguf"), id="space"),
+    pytest.param("hf://datasets/org/data/sub/dir/x.gguf", ("datasets/org/data", "", "sub/dir/x.gguf"),
+                 id="dataset-nested-file"),
+    pytest.param("http://host.example/m/model.safetensors", ("http://host.example/m", "", "model.safetensors"),
+                 id="http-url-without-query"),
 ])
 def test_remote_units_are_parsed_without_a_request(arg, key):
     """AUDIT-2.1: hf://ORG/REPO[@REV][/FILE] is parsed into repo, the revision as written and the file; a URL into
