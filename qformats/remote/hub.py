@@ -80,8 +80,11 @@ def _listing(api: Any, uri: Any, url: str) -> Any:
                 continue
             code = "remote.rate_limited" if status == 429 else "remote.http"
             raise fail(code, "path", "an answer to the repository listing", f"HTTP {status}", file=url) from None
-        except (OSError, QFormatsError):
+        except QFormatsError:
             raise
+        except OSError as err:     # a connection the hub client could not make (OfflineModeIsEnabled is one: HF_HUB_OFFLINE)
+            raise fail("remote.http", "path", "an answer from the hub", f"{type(err).__name__}: {err}"[:200],
+                       file=url) from None
         except (KeyError, TypeError, ValueError, AttributeError) as err:
             # the hub client building its ModelInfo from an answer no hub writes (REMOTE-2.5): siblings that are
             # not a list of objects, an lfs that is not one, a body that is not JSON
