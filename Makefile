@@ -151,8 +151,9 @@ llama-test: $(STAMP) ggml-oracle llama-cpp
 	QFORMATS_LLAMA_CPP=$(abspath $(LLAMA))/build QFORMATS_GGML_LIB=$(abspath $(GGML_LIB)) $(BIN)/python -m pytest -q tests/llama_cpp
 
 # Fuzzing in process (tests/fuzz/inproc.py): N cases per entry point (validate, validate --deep, inspect, decode,
-# convert, conformance checkpoint, the Python readers), resumable from FUZZ_STATE (stop it any time; the same
-# command carries on), failure classes and minimized repros in FUZZ_STATE/repros; exit 1 on any failure class.
+# convert, conformance checkpoint, the Python readers, remote, audit), resumable from FUZZ_STATE (stop it any time;
+# the same command carries on), failure classes and minimized repros in FUZZ_STATE/repros; at the end every class's
+# repro is replayed against the code as it is, and the exit is 1 while one still fails.
 # `make test` runs a fixed-seed slice (tests/fuzz/test_inproc.py). `make fuzz N=1000 FUZZ_WORKERS=1`.
 N            ?= 1000000
 SEED         ?= 0

@@ -30,7 +30,9 @@ the key (entry point, outcome or exception type, top project frame); the first c
 minimized (files dropped, JSON keys dropped, names reduced) and saved under ``STATE/repros``.
 
 The state file ``STATE/state.json`` holds the seed, the cases done per entry point, outcomes, seconds
-spent, and the failure classes; a later run with the same ``--state`` carries on where this one stopped.
+spent, and the failure classes; a later run with the same ``--state`` carries on where this one stopped. At the
+end of a run every class's repro is replayed (a fresh process each) against the code as it is now: a class that
+replays clean is marked fixed with the date, and the exit status is 1 while any class still fails.
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ import re
 import resource
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -969,8 +972,35 @@ def summary(state: dict, entries, cases: int) -> str:
         lines.append(f"  {e:14} {n:>9}/{goal_of(cases, e)}  {rate:6.1f} cases/s per worker ({cpu_rate:6.1f} per CPU "
                      f"second)  {eta:7.1f} h to go   {top}")
     for key, f in sorted(state["failures"].items()):
-        lines.append(f"FAILURE {key}  x{f['count']}  first #{f['first_index']}  repro {f['repro']}")
+        fixed = f" (fixed: its repro replays clean, {f['fixed']})" if f.get("fixed") else ""
+        lines.append(f"FAILURE {key}  x{f['count']}  first #{f['first_index']}  repro {f['repro']}{fixed}")
     return "\n".join(lines)
+
+
+def recheck(state: dict, limit_s: float) -> list[str]:
+    """Replay every failure class's saved repro, each in a fresh process (replay installs audit hooks for good),
+    with the code as it is now; mark the classes that no longer fail as fixed (dated) and return those still open.
+    A class without a repro stays open: nothing shows it fixed."""
+    still = []
+    for key, f in sorted(state["failures"].items()):
+        repro = f.get("repro") and Path(f["repro"])
+        if repro and not repro.is_absolute():
+            repro = ROOT / repro
+        if not repro or not (repro / "repro.json").exists():
+            still.append(key)
+            continue
+        try:
+            done = subprocess.run([sys.executable, __file__, "--replay", str(repro), "--limit-s", str(limit_s)],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=max(60, 10 * limit_s))
+            clean = done.returncode == 0
+        except subprocess.TimeoutExpired:          # a hang replayed without the watchdog: still open
+            clean = False
+        if clean:
+            f.setdefault("fixed", time.strftime("%Y-%m-%d"))
+        else:
+            f.pop("fixed", None)
+            still.append(key)
+    return still
 
 
 def replay(where: Path, limit_s: float) -> int:
@@ -1026,8 +1056,12 @@ def main(argv: list[str] | None = None) -> int:
                     limit_s=args.limit_s, memory_mib=args.memory_mib, chunk=args.chunk, max_seconds=args.max_seconds)
     except KeyboardInterrupt:
         state = load_state(args.state / "state.json", None)
+    still = recheck(state, args.limit_s)          # exit 1 only for a class the code as it is now still fails
+    save_state(args.state.resolve() / "state.json", state)
     print(summary(state, entries, args.cases))
-    return 1 if state["failures"] else 0
+    print(f"{len(state['failures']) - len(still)} of {len(state['failures'])} failure classes fixed (their repros "
+          f"replay clean); open: {', '.join(still) or 'none'}")
+    return 1 if still else 0
 
 
 if __name__ == "__main__":

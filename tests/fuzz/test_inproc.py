@@ -265,6 +265,28 @@ def test_replacing_a_link_into_the_input_is_not_a_write_to_it(tmp_path, monkeypa
     assert state["entries"]["validate"]["outcomes"] == {"refused:checkpoint.empty": 6}
 
 
+def test_recheck_marks_a_class_fixed_when_its_repro_replays_clean(tmp_path, monkeypatch):
+    """make fuzz exits 1 only for classes the code as it is now still fails: a class found with an injected bug
+    (the replay, in a fresh process, runs the real validate) is marked fixed and dated; no class stays open."""
+    state = _run(tmp_path, monkeypatch, _raise_key_error)
+    assert inproc.recheck(state, limit_s=5.0) == []
+    (f,) = state["failures"].values()
+    assert f["fixed"] == time.strftime("%Y-%m-%d")
+
+
+def test_recheck_keeps_a_class_open_when_its_repro_still_fails(tmp_path, monkeypatch):
+    """A repro that fails again on replay (here: a time limit no case can meet) stays open and loses its mark."""
+    state = _run(tmp_path, monkeypatch, _raise_key_error)
+    (key, f), = state["failures"].items()
+    f["fixed"] = "2026-01-01"
+    assert inproc.recheck(state, limit_s=1e-6) == [key] and "fixed" not in f
+
+
+def test_recheck_keeps_a_class_without_a_repro_open():
+    state = {"failures": {"validate | HANG | x": {"repro": None, "count": 1}}}
+    assert inproc.recheck(state, limit_s=5.0) == ["validate | HANG | x"]
+
+
 def test_the_state_resumes_where_it_stopped(tmp_path):
     """A second run with a larger goal runs only the cases the first did not, and counts them once."""
     inproc.run(state_path=tmp_path, cases=5, workers=1, seed=3, entries=("readers",), quiet=True)
