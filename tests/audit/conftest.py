@@ -43,3 +43,17 @@ def serial_report(sharded) -> dict:
     report = validate(sharded, deep=True, jobs=1)
     assert report.verdict == "valid" and report.summary["layers"] == 56, report.summary
     return report.model_dump()
+
+
+@pytest.fixture
+def hub(monkeypatch):
+    """The hub stand-in of tests/remote (127.0.0.1), HF_ENDPOINT pointed at it, no token (remote units)."""
+    pytest.importorskip("huggingface_hub", reason="the extra qformats[hub] (make test installs it)")
+    server = load_module("qformats_test_hubstub", ROOT / "tests" / "remote" / "hubstub.py").Hub().start()
+    monkeypatch.setenv("HF_ENDPOINT", server.endpoint)
+    for name in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_HUB_OFFLINE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HF_HUB_DISABLE_IMPLICIT_TOKEN", "1")
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+    yield server
+    server.stop()

@@ -14,7 +14,7 @@ import pytest
 from qformats.audit import audit, run_unit
 from qformats.audit.table import rows
 
-from .conftest import FIXTURES, ROOT, fixture_units, load_module
+from .conftest import FIXTURES, fixture_units
 
 pytest.importorskip("huggingface_hub", reason="the extra qformats[hub] (make test installs it)")
 RUNS: Counter = Counter()
@@ -23,19 +23,6 @@ RUNS: Counter = Counter()
 def _counted(work: dict) -> dict:
     RUNS[work["unit"]["source"]] += 1
     return run_unit(work)
-
-
-@pytest.fixture
-def hub(monkeypatch):
-    """The hub stand-in, HF_ENDPOINT pointed at it, no token."""
-    hub = load_module("qformats_test_hubstub", ROOT / "tests" / "remote" / "hubstub.py").Hub().start()
-    monkeypatch.setenv("HF_ENDPOINT", hub.endpoint)
-    for name in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_HUB_OFFLINE"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("HF_HUB_DISABLE_IMPLICIT_TOKEN", "1")
-    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
-    yield hub
-    hub.stop()
 
 
 def test_resume_reruns_a_repository_that_has_a_new_commit(hub, tmp_path):

@@ -15,8 +15,6 @@ from qformats import __version__
 from qformats.audit import units
 from qformats.audit.units import Unit, key_of, local, options_json, read_list, register, resolve
 
-from .conftest import ROOT, load_module
-
 
 @pytest.fixture
 def resolvers(monkeypatch) -> list:
@@ -116,20 +114,6 @@ def test_a_remote_package_without_a_resolver_leaves_the_parsing_one(resolvers, m
     assert resolve("hf://org/repo@v2/m.gguf") == Unit(source="hf://org/repo@v2/m.gguf", repo="org/repo",
                                                       revision="v2", file="m.gguf")
     assert resolvers == [units.remote]
-
-
-@pytest.fixture
-def hub(monkeypatch):
-    """The hub stand-in of tests/remote (127.0.0.1), HF_ENDPOINT pointed at it, no token."""
-    pytest.importorskip("huggingface_hub", reason="the extra qformats[hub] (make test installs it)")
-    server = load_module("qformats_test_hubstub", ROOT / "tests" / "remote" / "hubstub.py").Hub().start()
-    monkeypatch.setenv("HF_ENDPOINT", server.endpoint)
-    for name in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_HUB_OFFLINE"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("HF_HUB_DISABLE_IMPLICIT_TOKEN", "1")
-    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
-    yield server
-    server.stop()
 
 
 def test_an_hf_unit_is_pinned_to_the_commit_the_hub_lists(resolvers, hub):
