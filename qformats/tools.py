@@ -51,11 +51,17 @@ def _input_paths(path: str) -> tuple[Path, set[Path]]:
     return src, set()
 
 
+def _within_input(path: str, real: Path) -> bool:
+    """QF-1.2: whether the resolved output path ``real`` is the input at ``path``, inside it, or a file read beside it."""
+    src, beside = _input_paths(path)
+    return real == src or src in real.parents or real in beside
+
+
 def _check_output(path: str, out: str, *, force: bool = False) -> Path:
     """The resolved output path: outside the input (a symbolic link into it included), not a
     directory, and new unless ``force`` (an existing file is replaced only when asked)."""
-    (src, beside), dst = _input_paths(path), Path(os.path.realpath(out))
-    if dst == src or src in dst.parents or dst in beside:
+    dst = Path(os.path.realpath(out))
+    if _within_input(path, dst):
         raise fail("argument.invalid", "output", "outside the input checkpoint (qformats never writes to its input)",
                    str(out))
     if dst.is_dir():
@@ -72,8 +78,7 @@ def write_page(out: str | Path, text: str, *, inputs: tuple[str, ...] = (), opti
     a directory at ``out``, or a folder that cannot be written, is ``argument.invalid`` naming ``option``."""
     dst, real = Path(out), Path(os.path.realpath(out))
     for path in inputs:
-        src, beside = _input_paths(path)
-        if real == src or src in real.parents or real in beside:
+        if _within_input(path, real):
             raise fail("argument.invalid", option, "outside the input (qformats never writes to its input)",
                        str(out), file=str(out))
     if dst.is_dir() and not dst.is_symlink():

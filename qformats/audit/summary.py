@@ -22,7 +22,7 @@ from .progress import megabytes
 
 __all__ = ["summarize", "page", "to_text", "NOT_VALID_SHOWN"]
 
-VERDICTS = ("valid", "invalid", "could-not-run")
+VERDICTS = table.VERDICTS
 NOT_VALID_SHOWN = 1000          # rows of the units-not-valid list kept in the document (the rest are counted)
 BARS_SHOWN = 40
 
