@@ -91,21 +91,30 @@ def audit(args: list[str], out: str | Path, *, resume: bool = False, scheduler: 
     todo = [w for w in works if not (resume and table.part_path(out, w["key"]["key"]).exists())]
     reporter = reporter or Reporter()
     sizes = [w["unit"]["bytes"] for w in todo]
+    verdicts = _skipped_verdicts(out, works, todo)
     reporter.start(len(todo), None if None in sizes else sum(sizes), len(works) - len(todo))
     try:
         for i, row in _results(process, todo, scheduler, jobs):
             if executor.is_lost(row):                # AUDIT-1.3: the unit's row says its worker was lost
                 row = {**empty_row(todo[i]), "error_code": row.code, "error": str(row)}
             table.write_part(out, row)
+            verdicts[row["verdict"]] += 1
             reporter.unit(row)
             if on_row is not None:
                 on_row(row)
     finally:
         reporter.close()
-    keys = {w["key"]["key"] for w in works}
-    verdicts = Counter(row["verdict"] for row in table.rows(out) if row["key"] in keys) if works else Counter()
     return {"units": len(works), "run": len(todo), "skipped": len(works) - len(todo), "out": str(out),
             "by_verdict": {v: verdicts.get(v, 0) for v in ("valid", "invalid", "could-not-run")}}
+
+
+def _skipped_verdicts(out: Path, works: list[dict[str, Any]], todo: list[dict[str, Any]]) -> Counter:
+    """The verdicts of the units already in the table (read and checked once, before the run: AUDIT-3.3); the
+    units run now add theirs as they are written, so an audit never reads back the table it is writing."""
+    run_now = {w["key"]["key"] for w in todo}
+    files = [table.part_path(out, w["key"]["key"]) for w in works if w["key"]["key"] not in run_now]
+    rows = [part.to_pylist()[0] for part in table.read_parts([f for f in files if f.is_file()])]
+    return Counter(row["verdict"] for row in rows)
 
 
 def _work(unit: Unit, options: dict[str, Any]) -> dict[str, Any]:

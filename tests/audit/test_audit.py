@@ -105,6 +105,44 @@ def test_interrupted_audit_resumes_running_each_unit_once(whole, tmp_path):
     assert _timeless(out) == _timeless(whole)
 
 
+def test_a_resumed_audit_counts_the_units_it_skipped_from_their_part_files(whole, tmp_path):
+    """AUDIT-3.2: "The audit's counts are of the units named: a unit skipped is counted from its part file"; the
+    resumed audit's counts equal the uninterrupted one's, by verdict."""
+    out = tmp_path / "resumed"
+    with pytest.raises(KeyboardInterrupt):
+        audit(_units(), out, deep=True, on_row=Interrupt(7))
+    done = audit(_units(), out, deep=True, resume=True)
+    assert done["by_verdict"] == dict(Counter({"valid": 0, "invalid": 0, "could-not-run": 0}) +
+                                      Counter(r["verdict"] for r in rows(whole)))
+    assert done["by_verdict"]["could-not-run"] == 1 and sum(done["by_verdict"].values()) == 20
+
+
+def test_a_damaged_part_of_a_skipped_unit_is_refused_before_any_unit_runs(tmp_path):
+    """AUDIT-3.2: a skipped unit's part file "is read and checked (AUDIT-3.3) before any unit runs"."""
+    out = tmp_path / "out"
+    audit(fixture_units()[:1], out)
+    [part] = parts(out)
+    part.write_bytes(b"PAR1 not a part file")
+    RUNS.clear()
+    with pytest.raises(QFormatsError) as err:
+        audit(fixture_units()[:3], out, resume=True, process=_counted)
+    assert (err.value.code, err.value.tensor, err.value.constraint, err.value.file) == (
+        "audit.table.invalid", part.name, "a Parquet file", str(part))
+    assert not RUNS and parts(out) == [part]
+
+
+def test_part_files_of_units_not_named_are_left_to_summarize(tmp_path, capsys):
+    """AUDIT-3.2: "part files of units not named are not read by the audit (summarize reads the whole table)"."""
+    out = tmp_path / "out"
+    audit(fixture_units()[:1], out)
+    stray = out / "part-0123456789abcdef01234567.parquet"
+    stray.write_bytes(b"PAR1 not a part file")
+    done = audit(fixture_units()[:2], out, resume=True)
+    assert (done["units"], done["run"], done["skipped"], sum(done["by_verdict"].values())) == (2, 1, 1, 2)
+    assert main(["audit", "summarize", str(out)]) == 2
+    assert capsys.readouterr().err.startswith(f"qformats: {stray}: '{stray.name}' must be a Parquet file (got ")
+
+
 def test_interrupted_pool_audit_resumes_only_the_missing_units(whole, tmp_path, monkeypatch):
     """AUDIT-3.2 on the process pool (2 workers): the resumed run runs exactly the units without a part file."""
     out = tmp_path / "pool"

@@ -153,8 +153,8 @@ def test_a_part_under_another_key_s_name_is_not_a_table(one_part):
 
 
 def test_a_part_whose_column_name_is_not_utf8_is_named_as_such(one_part):
-    """A flipped byte in a column name: pyarrow raises UnicodeDecodeError when the names are asked for (the fuzz
-    met it inside the foreign-columns refusal); the refusal says what the names are instead."""
+    """A flipped byte in a column name: pyarrow raises UnicodeDecodeError when it opens the file (the fuzz met it,
+    then raised later, inside the foreign-columns refusal); the refusal says what the names are instead."""
     part, table = one_part
     pq.write_table(table, part, store_schema=False)          # names from the Parquet schema alone (no Arrow copy)
     blob = part.read_bytes()

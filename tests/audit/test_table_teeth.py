@@ -42,7 +42,7 @@ def test_a_part_file_that_is_not_parquet_is_refused_with_pyarrow_s_words(tmp_pat
     part = tmp_path / "part-0123.parquet"
     part.write_bytes(b"PAR1 these bytes are not a Parquet file PAR1")
     with pytest.raises(pa.ArrowException) as theirs:
-        pq.read_table(part)
+        pq.ParquetFile(part)                    # pyarrow's reader of one Parquet file, as the table reads a part
     assert _refusal(lambda: table.read_table(tmp_path)) == (
         INVALID, part.name, "a Parquet file", f"{type(theirs.value).__name__}: {theirs.value}", part.name, str(part))
 
@@ -53,6 +53,19 @@ def test_a_foreign_part_file_names_every_column_it_has(tmp_path):
     pq.write_table(pa.table({"unit": ["x"], "score": [0.5]}), part)
     assert _refusal(lambda: table.read_table(tmp_path)) == (
         INVALID, part.name, "a part file of the audit table's columns", "unit, score", part.name, str(part))
+
+
+def test_the_foreign_columns_refusal_names_columns_it_cannot_decode():
+    """AUDIT-3.3: pyarrow decodes a schema's names as UTF-8 when they are asked for. Opening a part file decodes
+    its leaf column paths already (test_summarize's flipped name), so this is a schema whose names fail later:
+    the refusal still says what they are, it never raises."""
+    class Undecodable:
+        @property
+        def names(self):
+            raise UnicodeDecodeError("utf-8", b"\xaa", 0, 1, "invalid start byte")
+
+    assert table._column_names(Undecodable()) == "columns whose names are not UTF-8"
+    assert table._column_names(pa.schema([("unit", pa.string()), ("score", pa.float64())])) == "unit, score"
 
 
 # -- AUDIT-3.1: temporaries an interrupted audit left ---------------------------------------------------------
