@@ -138,6 +138,7 @@ CALLS = {
     "schema": lambda out: table.schema(),
     "write_part": lambda out: table.write_part(out, _row()),
     "read_table": lambda out: table.read_table(out),
+    "read_parts": lambda out: table.read_parts([]),
 }
 MISSING = ("installed for the audit table (pip install 'qformats[audit]')", "not installed")
 
@@ -152,7 +153,7 @@ def test_without_pyarrow_each_table_call_names_the_extra(call, tmp_path, monkeyp
     assert (e.code, e.tensor, e.constraint, e.actual) == ("audit.extra.missing", "pyarrow", *MISSING)
 
 
-@pytest.mark.parametrize("call", ["write_part", "read_table"])
+@pytest.mark.parametrize("call", ["write_part", "read_table", "read_parts"])
 def test_without_pyarrow_parquet_each_table_call_names_the_extra(call, tmp_path, monkeypatch):
     """AUDIT-1.2: a pyarrow built without Parquet (conda-forge's pyarrow-core is one): audit.extra.missing naming
     qformats[audit], never a traceback."""

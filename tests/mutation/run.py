@@ -15,8 +15,10 @@ stale (names no mutant, or a mutant the tests kill).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import signal
 import shutil
 import subprocess
 import sys
@@ -70,10 +72,16 @@ use_git_change_detection = false
 def run_mutmut(scratch: Path) -> None:
     cmd = [sys.executable, "-m", "mutmut", "run", "--max-children", "1"]
     print(f"mutation: {' '.join(cmd[1:])} in {scratch.relative_to(ROOT)}", flush=True)
-    done = subprocess.run(cmd, cwd=scratch, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    (scratch / "mutmut-run.log").write_text(done.stdout)
+    # To a file, in a session of its own: a mutant can leave worker processes behind (a pool whose shutdown it broke)
+    # that hold mutmut's output open, so a pipe never ended; the session's leftovers are killed when mutmut ends.
+    log = scratch / "mutmut-run.log"
+    with open(log, "w") as out:
+        done = subprocess.Popen(cmd, cwd=scratch, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        done.wait()
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(done.pid, signal.SIGKILL)              # its session's group: the leader's pid
     if done.returncode:
-        print(done.stdout[-4000:])
+        print(log.read_text()[-4000:])
         sys.exit(f"mutation: mutmut run failed ({done.returncode}); log {scratch / 'mutmut-run.log'}")
 
 
