@@ -154,7 +154,8 @@ llama-test: $(STAMP) ggml-oracle llama-cpp
 # convert, conformance checkpoint, the Python readers, remote, audit), resumable from FUZZ_STATE (stop it any time;
 # the same command carries on), failure classes and minimized repros in FUZZ_STATE/repros; at the end every class's
 # repro is replayed against the code as it is, and the exit is 1 while one still fails.
-# `make test` runs a fixed-seed slice (tests/fuzz/test_inproc.py). `make fuzz N=1000 FUZZ_WORKERS=1`.
+# `make test` runs a fixed-seed slice (tests/fuzz/test_inproc.py). `make fuzz N=1000 FUZZ_WORKERS=1`; a goal per
+# entry point: `make fuzz N=validate=1000,audit=500 SEED=1 FUZZ_STATE=.venv/fuzz-state-seed1`.
 N            ?= 1000000
 SEED         ?= 0
 JOBS         ?= $(shell nproc 2>/dev/null || echo 2)

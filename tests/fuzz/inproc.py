@@ -1,6 +1,7 @@
 """The long fuzz: every entry point in process, resumable, towards 1,000,000 cases per entry point.
 
     python tests/fuzz/inproc.py --cases 1000000 --state DIR [--workers W] [--seed S] [--entries a,b]
+    python tests/fuzz/inproc.py --cases validate=100612,audit=403747 --seed 1 --state DIR2   # a goal each
     python tests/fuzz/inproc.py --replay DIR/repros/<class>        # rerun one saved (minimized) repro
 
 Entry points (:data:`ENTRY_POINTS`): the CLI as users run it, ``qformats.cli.main(argv)`` (``validate``
@@ -1029,9 +1030,23 @@ def replay(where: Path, limit_s: float) -> int:
     return 1 if result.failed else 0
 
 
+def parse_goals(text: str) -> int | dict:
+    """``--cases``: ``N``, or ``ENTRY=N,...`` (a goal per entry point, e.g. what a new seed adds to another's)."""
+    if "=" not in text:
+        return int(text)
+    goals = {}
+    for item in text.split(","):
+        entry, _, n = item.partition("=")
+        if entry not in ENTRY_POINTS:
+            raise argparse.ArgumentTypeError(f"{entry!r} is not an entry point ({', '.join(ENTRY_POINTS)})")
+        goals[entry] = int(n)
+    return goals
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--cases", type=int, default=1_000_000, help="cases per entry point (the goal)")
+    p.add_argument("--cases", type=parse_goals, default=1_000_000,
+                   help="cases per entry point (the goal): N for every one, or ENTRY=N,... (the others get none)")
     p.add_argument("--state", type=Path, default=Path(".venv/fuzz-state"), help="state directory (resumable)")
     p.add_argument("--seed", type=int, help="a new state's seed (default 0); a resumed state keeps its own")
     p.add_argument("--workers", type=int, default=os.cpu_count() or 1)

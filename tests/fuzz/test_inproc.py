@@ -317,3 +317,20 @@ def test_pending_work_skips_what_is_done_and_alternates_entry_points():
     tasks = inproc.pending_tasks(state, ("decode", "readers"), 8, chunk=4)
     assert [(t["entry"], t["start"], t["stop"]) for t in tasks] == [
         ("decode", 3, 5), ("readers", 0, 4), ("decode", 6, 8), ("readers", 4, 8)]
+
+
+def test_a_goal_per_entry_point_runs_that_many_of_each(tmp_path):
+    """``--cases ENTRY=N,...`` gives each named entry point its own goal and the others none."""
+    goals = inproc.parse_goals("readers=3,inspect=1")
+    assert goals == {"readers": 3, "inspect": 1} and inproc.parse_goals("7") == 7
+    state = inproc.run(state_path=tmp_path, cases=goals, workers=1, seed=3, entries=("readers", "inspect", "decode"),
+                       quiet=True)
+    assert {e: es["ranges"] for e, es in state["entries"].items()} == {
+        "readers": [[0, 3]], "inspect": [[0, 1]], "decode": []}
+
+
+def test_a_goal_for_no_entry_point_is_a_usage_error(capsys):
+    with pytest.raises(SystemExit) as stop:
+        inproc.main(["--cases", "validate=2,nosuch=3"])
+    assert stop.value.code == 2
+    assert "argument --cases: 'nosuch' is not an entry point (validate, validate-deep," in capsys.readouterr().err
