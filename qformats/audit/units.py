@@ -23,13 +23,14 @@ __all__ = ["Unit", "RESOLVERS", "register", "resolve", "read_list", "key_of", "o
 
 @dataclass(frozen=True)
 class Unit:
-    """One checkpoint to audit: ``source`` is what ``validate`` is given (a path, later a URL)."""
+    """One checkpoint to audit: ``source`` as given (a path or a URL), ``validate`` given ``pinned`` where set."""
 
     source: str
     repo: str
     revision: str = ""
     file: str = ""
     bytes: int | None = None      # the unit's size where known without reading it (the progress bar's measure)
+    pinned: str = ""              # what validate is given instead of source: an hf:// unit at its key's commit
 
     def plain(self) -> dict[str, Any]:
         return asdict(self)

@@ -130,20 +130,22 @@ def discover(io: RemoteFiles, opener: Callable[[], ck.Checkpoint]) -> ck.Checkpo
 
 def audit_unit(arg: str) -> Any:
     """The audit's resolver for ``hf://`` units (spec/audit.md AUDIT-2.1): the revision pinned to the commit the
-    hub lists now, so ``--resume`` re-runs a repository that changed since. When the listing fails the unit keeps
-    the revision as written and its run records the could-not-run error."""
+    hub lists now, so ``--resume`` re-runs a repository that changed since, and the unit validated at that commit
+    (``pinned``), so its row describes the commit its key names even if the branch moves before the unit runs.
+    When the listing fails the unit keeps the revision as written and its run records the could-not-run error."""
     if not str(arg).startswith("hf://"):
         return None
     import dataclasses
 
     from ..audit.units import remote
-    from .hub import commit
+    from .hub import pin
 
     unit = remote(arg)
     try:
-        return dataclasses.replace(unit, revision=commit(arg))
+        revision, pinned = pin(arg)
     except QFormatsError:
         return unit
+    return dataclasses.replace(unit, revision=revision, pinned=pinned if pinned != arg else "")
 
 
 def open_remote(url: str) -> ck.Checkpoint:

@@ -21,7 +21,7 @@ from ..errors import QFormatsError, fail
 from . import http
 from . import RemoteFiles, discover
 
-__all__ = ["open_hub", "endpoint"]
+__all__ = ["open_hub", "endpoint", "commit", "pin"]
 
 
 def _hub() -> Any:
@@ -133,10 +133,24 @@ def _files(info: Any, url: str) -> list[tuple[str, int | None]]:
 
 def commit(url: str) -> str:
     """AUDIT-2.1: the commit an ``hf://`` address names now (its revision resolved by one listing request)."""
+    return pin(url)[0]
+
+
+def pin(url: str) -> tuple[str, str]:
+    """AUDIT-2.1: (the commit an ``hf://`` address names now, the address at that commit), by one listing request.
+    Where the listing names no commit, the revision asked (main by default) and the address as given."""
     _hub()
     uri = _parse(url)
     info = _listing(_hub().HfApi(endpoint=endpoint()), uri, url)
-    return _commit(info.sha, url) or uri.revision or "main"
+    sha = _commit(info.sha, url)
+    if sha is None:
+        return uri.revision or "main", url
+    return sha, f"{_base(uri, sha)}/{uri.path_in_repo}".rstrip("/")
+
+
+def _base(uri: Any, sha: str) -> str:
+    """The repository at one commit as an address: ``hf://[datasets/|spaces/]ORG/REPO@COMMIT``."""
+    return f"hf://{'' if uri.type == 'model' else uri.type + 's/'}{uri.id}@{sha}"
 
 
 def open_hub(url: str) -> ck.Checkpoint:
@@ -147,7 +161,7 @@ def open_hub(url: str) -> ck.Checkpoint:
     where = endpoint()
     info = _listing(hub.HfApi(endpoint=where), uri, url)
     sha = _commit(info.sha, url) or uri.revision or "main"
-    base = f"hf://{'' if uri.type == 'model' else uri.type + 's/'}{uri.id}@{sha}"
+    base = _base(uri, sha)
     entries: dict[str, tuple[str, int | None]] = {}
     for name, size in _files(info, url):
         entries[f"{base}/{name}"] = (

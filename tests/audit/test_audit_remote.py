@@ -42,6 +42,31 @@ def test_resume_reruns_a_repository_that_has_a_new_commit(hub, tmp_path):
         [(moved, old), (moved, new), (same, hub.sha(same))])
 
 
+def test_a_unit_is_validated_at_the_commit_its_key_names(hub, tmp_path, monkeypatch):
+    """AUDIT-2.1: "the unit is then validated at that commit, so that its row describes the commit its key names
+    even when the branch moves before the unit runs": a push lands just after the audit resolved the unit."""
+    good = FIXTURES / "checkpoints" / "gptq_v1_sym_4bit"
+    repo = hub.add_dir("org/pushed", good)
+    old = hub.sha(repo)
+    broken = dict(hub.repos[repo], **{"model.safetensors": hub.repos[repo]["model.safetensors"][:100]})
+    listed = hub.at
+
+    def push_after_the_first_listing(name: str, revision: str | None):
+        answer = listed(name, revision)
+        if not hub.snapshots:
+            hub.push(repo, broken)
+        return answer
+
+    monkeypatch.setattr(hub, "at", push_after_the_first_listing)
+    audit([f"hf://{repo}"], tmp_path / "out")
+    (row,) = rows(tmp_path / "out")
+    assert (row["unit"], row["revision"], row["verdict"], row["error_code"]) == (f"hf://{repo}", old, "valid", None)
+    assert ("GET", f"/api/models/{repo}/revision/{old}", None) in hub.requests
+    audit([f"hf://{repo}"], tmp_path / "now")               # the branch names the broken commit now
+    (now,) = rows(tmp_path / "now")
+    assert (now["revision"], now["verdict"]) == (hub.sha(repo), "invalid") and hub.sha(repo) != old
+
+
 @pytest.fixture
 def repos(hub) -> list[str]:
     """Each fixture checkpoint as the repo fixtures/NAME (a .gguf file as the repo's one file); its hf:// units."""

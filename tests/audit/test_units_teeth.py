@@ -118,7 +118,16 @@ def test_a_remote_package_without_a_resolver_leaves_the_parsing_one(resolvers, m
 
 def test_an_hf_unit_is_pinned_to_the_commit_the_hub_lists(resolvers, hub):
     """AUDIT-2.1: resolving hf://ORG/REPO asks qformats.remote's resolver first, which keys the unit by the commit
-    the default branch names now (the stand-in's first commit of a repository is the SHA-1 of its name)."""
+    the default branch names now (the stand-in's first commit of a repository is the SHA-1 of its name) and pins
+    the address validate is given to that commit."""
     repo = hub.add_files("org/pinned", {"model.gguf": b"GGUF"})
-    assert resolve(f"hf://{repo}") == Unit(source="hf://org/pinned", repo="org/pinned",
-                                           revision=hashlib.sha1(b"org/pinned").hexdigest(), file="")
+    sha = hashlib.sha1(b"org/pinned").hexdigest()
+    assert resolve(f"hf://{repo}") == Unit(source="hf://org/pinned", repo="org/pinned", revision=sha, file="",
+                                           pinned=f"hf://org/pinned@{sha}")
+
+
+def test_an_hf_unit_whose_listing_names_no_commit_is_not_pinned(resolvers, hub):
+    """AUDIT-2.1, REMOTE-2.5: no commit listed: the revision as asked, and validate given the address as written."""
+    repo = hub.add_files("org/nosha", {"model.gguf": b"GGUF"})
+    hub.faults.listing["*"] = ("sha", None)
+    assert resolve(f"hf://{repo}@v1") == Unit(source="hf://org/nosha@v1", repo="org/nosha", revision="v1")

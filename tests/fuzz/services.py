@@ -103,6 +103,7 @@ class Remote:
         hub, repo = self.hub, REPO.format(index=case.index)
         hub.repos.clear()
         hub.commits.clear()
+        hub.snapshots.clear()
         hub.reset()
         hub.faults = self.hubstub.Faults()
         hub.add_files(repo, {n: v for n, v in case.files.items() if isinstance(v, bytes)})

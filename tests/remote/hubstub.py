@@ -46,6 +46,7 @@ class Hub:
     def __init__(self) -> None:
         self.repos: dict[str, dict[str, bytes]] = {}
         self.commits: dict[str, str] = {}
+        self.snapshots: dict[tuple[str, str], dict[str, bytes]] = {}   # (repo, old commit) -> its files, after push
         self.faults = Faults()
         self.sent: dict[tuple[str, str], int] = {}
         self.requests: list[tuple[str, str, str | None]] = []
@@ -89,6 +90,19 @@ class Hub:
             digest.update(name.encode() + bytes(data[:]))
         self.commits[repo] = digest.hexdigest()
         return self.commits[repo]
+
+    def push(self, repo: str, files: dict[str, bytes]) -> str:
+        """A new commit of ``repo`` holding ``files``: the branch names it, and the old commit stays readable at its
+        sha (listing and files), as on the hub."""
+        self.snapshots[repo, self.sha(repo)] = self.repos[repo]
+        self.repos[repo] = dict(files)
+        return self.commit(repo)
+
+    def at(self, repo: str, revision: str | None) -> tuple[str, dict[str, bytes]]:
+        """(commit, files) a revision names: an old commit kept by :meth:`push`, else (a branch) the latest."""
+        if (repo, revision) in self.snapshots:
+            return revision, self.snapshots[repo, revision]
+        return self.sha(repo), self.repos.get(repo, {})
 
     def url(self, repo: str, path: str) -> str:
         return f"{self.endpoint}/{repo}/resolve/main/{path}"
@@ -151,10 +165,10 @@ def _handler(hub: Hub) -> type[BaseHTTPRequestHandler]:
             hub.requests.append((self.command, path, self.headers.get("Range")))
             api = re.fullmatch(r"/api/models/([^/]+/[^/]+)(?:/revision/(.+))?", path)
             if api:
-                return self._api(api[1])
+                return self._api(api[1], api[2])
             res = re.fullmatch(r"/([^/]+/[^/]+)/resolve/([^/]+)/(.+)", path)
-            if res and res[1] in hub.repos and res[3] in hub.repos[res[1]]:
-                return self._file(res[1], res[3], head)
+            if res and res[1] in hub.repos and res[3] in hub.at(res[1], res[2])[1]:
+                return self._file(res[1], res[2], res[3], head)
             return self._plain(404, {"X-Error-Code": "EntryNotFound"})
 
         def _plain(self, status: int, headers: dict[str, str] | None = None, body: bytes = b"") -> None:
@@ -166,21 +180,22 @@ def _handler(hub: Hub) -> type[BaseHTTPRequestHandler]:
             if body and self.command != "HEAD":
                 self.wfile.write(body)
 
-        def _api(self, repo: str) -> None:
+        def _api(self, repo: str, revision: str | None) -> None:
             status = hub.faults.api_status.get(repo)
             if status is not None:
                 code = "GatedRepo" if status in (401, 403) else "RepoNotFound"
                 return self._plain(status, {"X-Error-Code": code, "X-Error-Message": "stand-in"}, b"{}")
             if repo not in hub.repos:
                 return self._plain(404, {"X-Error-Code": "RepoNotFound"}, b"{}")
+            sha, files = hub.at(repo, revision)
             siblings = []
-            for name, data in sorted(hub.repos[repo].items()):
+            for name, data in sorted(files.items()):
                 size = hub.faults.listed_size.get(name, len(data))
                 entry = {"rfilename": name, "size": size, "blobId": _digest(data)}
                 if name.endswith(LFS_SUFFIXES):
                     entry["lfs"] = {"size": size, "sha256": _digest(data, hashlib.sha256), "pointerSize": 134}
                 siblings.append(entry)
-            doc = {"id": repo, "modelId": repo, "sha": hub.sha(repo), "private": False, "siblings": siblings}
+            doc = {"id": repo, "modelId": repo, "sha": sha, "private": False, "siblings": siblings}
             for name, (key, value) in hub.faults.listing.items():
                 for entry in [doc] if name == "*" else [e for e in siblings if e["rfilename"] == name]:
                     if key == "lfs.size":
@@ -190,15 +205,16 @@ def _handler(hub: Hub) -> type[BaseHTTPRequestHandler]:
             body = json.dumps(doc).encode()
             self._plain(200, {"Content-Type": "application/json"}, body)
 
-        def _file(self, repo: str, name: str, head: bool) -> None:
-            data = hub.repos[repo][name]
+        def _file(self, repo: str, revision: str, name: str, head: bool) -> None:
+            sha, files = hub.at(repo, revision)
+            data = files[name]
             faults = hub.faults
             if name in faults.status:
                 return self._plain(faults.status[name])
             if faults.too_many.get(name, 0) > 0:
                 faults.too_many[name] -= 1
                 return self._plain(429, {"Retry-After": "0"})
-            headers = {"ETag": f'"{_digest(data)}"', "X-Repo-Commit": hub.sha(repo), "Accept-Ranges": "bytes"}
+            headers = {"ETag": f'"{_digest(data)}"', "X-Repo-Commit": sha, "Accept-Ranges": "bytes"}
             if name.endswith(LFS_SUFFIXES):
                 headers["X-Linked-Size"] = str(len(data))
                 headers["X-Linked-Etag"] = f'"{_digest(data)}"'

@@ -527,6 +527,26 @@ def test_commit_of_a_listing_with_a_bad_sha_is_refused(hub):
                           "a/b", f"hf://{repo}")
 
 
+def test_pin_names_a_dataset_file_at_the_listed_commit(hub):
+    """AUDIT-2.1: the address at the commit keeps the repository type and the path in the repository."""
+    repo = hub.add_files("org/data", {"sub/model.gguf": b"GGUF"})
+    _serve_datasets_as_models(hub)
+    sha = hub.sha(repo)
+    assert rhub.pin(f"hf://datasets/{repo}@v1/sub/model.gguf") == (sha, f"hf://datasets/{repo}@{sha}/sub/model.gguf")
+
+
+def test_pin_of_a_repository_is_its_address_at_the_commit(hub):
+    repo = hub.add_files("org/gguf", {"model.gguf": b"GGUF"})
+    assert rhub.pin(f"hf://{repo}") == (hub.sha(repo), f"hf://{repo}@{hub.sha(repo)}")
+
+
+def test_pin_without_a_listed_commit_is_the_address_as_given(hub):
+    """AUDIT-2.1, REMOTE-2.5: no commit to pin to: the revision asked, and the address unchanged."""
+    repo = hub.add_files("org/gguf", {"model.gguf": b"GGUF"})
+    hub.faults.listing["*"] = ("sha", None)
+    assert rhub.pin(f"hf://{repo}@v1/model.gguf") == ("v1", f"hf://{repo}@v1/model.gguf")
+
+
 @pytest.mark.parametrize("rev, expected", [("@v3", "v3"), ("", "main")])
 def test_files_read_without_a_listed_sha_use_the_revision_asked(hub, rev, expected):
     """REMOTE-2.5: no sha: files are read (and named) at the revision the address names, main by default."""
