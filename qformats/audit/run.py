@@ -34,7 +34,8 @@ def run_unit(work: dict[str, Any]) -> dict[str, Any]:
     began = time.perf_counter()
     row = empty_row(work)
     try:
-        report = validate(unit.pinned or unit.source, deep=options["deep"], fmt=options["format"], sample=options["sample"], jobs=1)
+        report = validate(unit.pinned or unit.source, deep=options["deep"], fmt=options["format"],
+                          sample=options["sample"], jobs=1)
     except QFormatsError as err:
         row.update(error_code=err.code, error=str(err))
     except Exception as exc:  # noqa: BLE001 -- the CLI's contract for one unit: a row saying so, not a traceback
