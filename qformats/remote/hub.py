@@ -21,7 +21,7 @@ from ..errors import QFormatsError, fail
 from . import http
 from . import RemoteFiles, discover
 
-__all__ = ["open_hub", "endpoint", "commit", "pin"]
+__all__ = ["open_hub", "endpoint", "pin"]
 
 
 def _hub() -> Any:
@@ -129,11 +129,6 @@ def _files(info: Any, url: str) -> list[tuple[str, int | None]]:
             raise _invalid(f"size of {name}", "a size in bytes: an integer from 0 to 2^63 - 1", size, url)
         files[name] = size
     return list(files.items())
-
-
-def commit(url: str) -> str:
-    """AUDIT-2.1: the commit an ``hf://`` address names now (its revision resolved by one listing request)."""
-    return pin(url)[0]
 
 
 def pin(url: str) -> tuple[str, str]:

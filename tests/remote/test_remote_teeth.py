@@ -500,7 +500,7 @@ def test_a_listing_that_breaks_the_hub_client_is_cut_to_200_characters(hub):
 def test_commit_is_the_listed_sha(hub):
     """AUDIT-2.1, REMOTE-2.1: the revision asked is resolved to the commit the listing names (one request)."""
     repo = hub.add_dir("org/gptq", GPTQ)
-    assert rhub.commit(f"hf://{repo}@v2") == hub.sha(repo)
+    assert rhub.pin(f"hf://{repo}@v2")[0] == hub.sha(repo)
     assert api_requests(hub) == [f"/api/models/{repo}/revision/v2"]
 
 
@@ -509,12 +509,12 @@ def test_commit_without_a_listed_sha_is_the_revision_asked(hub, rev, expected):
     """AUDIT-2.1, REMOTE-2.5: a listing without a commit: the revision asked, main by default."""
     repo = hub.add_dir("org/gptq", GPTQ)
     hub.faults.listing["*"] = ("sha", None)
-    assert rhub.commit(f"hf://{repo}{rev}") == expected
+    assert rhub.pin(f"hf://{repo}{rev}")[0] == expected
 
 
 def test_commit_of_a_missing_repository_names_the_address(hub):
     """AUDIT-2.1, REMOTE-3.2: a listing that fails names the address asked."""
-    err = refused(lambda: rhub.commit("hf://org/none@v1"))
+    err = refused(lambda: rhub.pin("hf://org/none@v1"))
     assert whole(err) == ("remote.not_found", "path", "an existing repository", "HTTP 404", "hf://org/none@v1")
 
 
@@ -522,7 +522,7 @@ def test_commit_of_a_listing_with_a_bad_sha_is_refused(hub):
     """AUDIT-2.1, REMOTE-2.5: the commit is checked before it is used."""
     repo = hub.add_dir("org/gptq", GPTQ)
     hub.faults.listing["*"] = ("sha", "a/b")
-    err = refused(lambda: rhub.commit(f"hf://{repo}"))
+    err = refused(lambda: rhub.pin(f"hf://{repo}"))
     assert whole(err) == ("remote.listing.invalid", "sha", "a commit id: 1 to 128 letters, digits, '.', '_' or '-'",
                           "a/b", f"hf://{repo}")
 
